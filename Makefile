@@ -1,0 +1,41 @@
+# Wharf build targets. `make run` and `make test` are the two set-up commands
+# a new machine needs; everything else is for development.
+GO        ?= go
+BIN       := bin/wharf
+PKGS      := ./...
+FUZZTIME  ?= 15s
+
+.PHONY: build test run bench sim fuzz vet clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/wharf
+
+# The CI gate: vet, then every test with the race detector off for speed on
+# 2 cores, with a short, meaningful slice of crash loops and simulator seeds.
+test: vet build
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+run: build
+	mkdir -p data
+	./$(BIN) broker --storePathRootDir ./data --listenPort 10911
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./storage/...
+
+sim:
+	$(GO) test -count=1 -run 'Sim' -timeout 60m ./sim/... -args -seeds 500
+
+# Short fuzz runs of every fuzz target (go test -fuzz takes one target at a time).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+vet:
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,13 @@
+package main
+
+import "github.com/spf13/cobra"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "wharf",
+		Short:         "Wharf: a persistent, replicated message broker",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	return root
+}

@@ -1,0 +1,20 @@
+// Package storage is Wharf's persistent store: the segmented, memory-mapped
+// CommitLog, the per-queue ConsumeQueues that index it, the IndexFile for
+// lookups by key, the checkpoint and abort files, crash recovery, retention and
+// the JSON config stores.
+//
+// Contract:
+//   - Plain data structures. No goroutines, no actors, no clocks: callers pass
+//     the current time in, and all file access goes through the vfs.FS seam so
+//     the simulator and the crash tests can substitute their own disk.
+//   - A Store has exactly one writer. Appends, flushes and recovery are not
+//     safe for concurrent use; readers of immutable, already written ranges are.
+//   - Nothing is acknowledged as durable that has not been synced: FlushedOffset
+//     only moves after a successful sync, and a failed sync is sticky.
+//   - Corruption in the middle of the log is reported with its offset
+//     (ErrCorrupt), never silently truncated; only a torn tail after an unclean
+//     stop is cut.
+//
+// Imports: std, golang.org/x/sys, and nothing above it in the layering of
+// DESIGN.md (never actors, netio, sim or cmd).
+package storage
