@@ -1,0 +1,55 @@
+// Performance hints for mapped files: access-pattern advice (madvise) and
+// pre-touching the pages of a freshly created file. Neither changes what the
+// file holds or what is durable, so the in-memory FS ignores them.
+
+package vfs
+
+// Advice is an access-pattern hint for a file's mapping (madvise).
+type Advice int
+
+const (
+	// AdviseNormal is the kernel's default read-ahead.
+	AdviseNormal Advice = iota
+	// AdviseSequential reads ahead aggressively and drops pages soon after
+	// use (CommitLog scans).
+	AdviseSequential
+	// AdviseRandom disables read-ahead (index files).
+	AdviseRandom
+	// AdviseWillNeed starts reading the whole mapping in now (a consumer
+	// catching up).
+	AdviseWillNeed
+)
+
+// Advise applies a to f's current mapping. It is a no-op when f is not mapped
+// or does not live on the OS FS (Mem files, for instance). Files wrapped by
+// NewFaulty are unwrapped.
+func Advise(f File, a Advice) error {
+	for {
+		switch x := f.(type) {
+		case *osFile:
+			return x.advise(a)
+		case interface{ Unwrap() File }:
+			f = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// Prefault touches every page of b for writing, so that later appends into a
+// freshly created, zero-filled mapping run at page-cache speed instead of
+// taking a page fault (and a block-mapping update) per page.
+//
+// It stores a zero into the first byte of each page whose first byte reads
+// as zero, and leaves pages starting with a non-zero byte alone, so it never
+// changes the file's content. Still, call it only on a freshly created file
+// that no other goroutine is writing yet: a concurrent write of that byte
+// could be lost between the load and the store. Reading alone would not do:
+// it maps the page read-only and the first write faults again.
+func Prefault(b []byte) {
+	for i := 0; i < len(b); i += osPageSize {
+		if b[i] == 0 {
+			b[i] = 0
+		}
+	}
+}

@@ -1,0 +1,128 @@
+// Tests specific to the OS FS: full device, fallocate failures and
+// fallbacks, page-aligned msync of ranges.
+
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOSCreateNoSpace asks for more than the device has free. It must fail
+// with ErrNoSpace and leave no file behind. (Create refuses it before calling
+// fallocate: on ext4 a too-large fallocate fills the device before failing.)
+func TestOSCreateNoSpace(t *testing.T) {
+	dir := t.TempDir()
+	fsys := NewOS()
+	u, err := fsys.Usage(dir)
+	must(t, err)
+	size := int64(u.Free) + 1<<30
+	name := filepath.Join(dir, "huge")
+	f, err := fsys.Create(name, size)
+	if err == nil {
+		f.Close()
+		t.Fatalf("create of %d bytes with %d free succeeded", size, u.Free)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("create: %v, want ErrNoSpace", err)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("file left behind: %v", err)
+	}
+}
+
+// withFallocate replaces the fallocate seam for one test.
+func withFallocate(t *testing.T, fn func(fd int, mode uint32, off, size int64) error) {
+	old := fallocate
+	fallocate = fn
+	t.Cleanup(func() { fallocate = old })
+}
+
+func TestOSCreateFallocateErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		errno     error
+		wantErr   error // nil: Create succeeds by writing zeros
+		wantExist bool
+	}{
+		{"ENOSPC", unix.ENOSPC, ErrNoSpace, false},
+		{"EDQUOT", unix.EDQUOT, ErrNoSpace, false},
+		{"EIO", unix.EIO, unix.EIO, false},
+		{"EOPNOTSUPP falls back to zeros", unix.EOPNOTSUPP, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			withFallocate(t, func(int, uint32, int64, int64) error { calls++; return tc.errno })
+			dir := t.TempDir()
+			name := filepath.Join(dir, "seg")
+			const size = 3*PageSize + 100
+			// Make the fallback's zeros visible: the fallback must overwrite
+			// nothing but must produce exactly size zero bytes.
+			f, err := NewOS().Create(name, size)
+			if calls != 1 {
+				t.Fatalf("fallocate called %d times", calls)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("create: %v, want %v", err, tc.wantErr)
+				}
+			} else {
+				must(t, err)
+				defer f.Close()
+				if f.Size() != size {
+					t.Fatalf("size %d", f.Size())
+				}
+				if b := readAll(t, f); !bytes.Equal(b, make([]byte, size)) {
+					t.Fatal("fallback did not zero-fill")
+				}
+			}
+			_, statErr := os.Stat(name)
+			if exists := statErr == nil; exists != tc.wantExist {
+				t.Fatalf("file exists=%v, want %v (%v)", exists, tc.wantExist, statErr)
+			}
+		})
+	}
+}
+
+func TestOSSyncRange(t *testing.T) {
+	dir := t.TempDir()
+	fsys := NewOS()
+	f := create(t, fsys, filepath.Join(dir, "a"), 4*PageSize)
+	ranges := [][2]int64{{0, 1}, {1, 1}, {PageSize - 1, 2}, {PageSize + 17, 3 * PageSize}, {4*PageSize - 1, 1}, {4 * PageSize, 10}, {0, 0}}
+	for _, r := range ranges { // unmapped: fdatasync
+		must(t, f.SyncRange(r[0], r[1]))
+	}
+	m, err := f.Map()
+	must(t, err)
+	for _, r := range ranges { // mapped: msync from the page start
+		if r[0] < int64(len(m)) {
+			m[r[0]] = 'x'
+		}
+		if err := f.SyncRange(r[0], r[1]); err != nil {
+			t.Fatalf("SyncRange(%d, %d): %v", r[0], r[1], err)
+		}
+	}
+	if err := f.SyncRange(-1, 1); err == nil {
+		t.Fatal("negative offset accepted")
+	}
+	for _, a := range []Advice{AdviseNormal, AdviseSequential, AdviseRandom, AdviseWillNeed} {
+		must(t, Advise(f, a))
+	}
+	must(t, f.Sync())
+}
+
+func TestOSMkdirAllCreatesParents(t *testing.T) {
+	root := t.TempDir()
+	fsys := NewOS()
+	d := filepath.Join(root, "a", "b", "c")
+	must(t, fsys.MkdirAll(d))
+	if st, err := os.Stat(d); err != nil || !st.IsDir() {
+		t.Fatalf("stat: %v", err)
+	}
+}
