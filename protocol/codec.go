@@ -1,0 +1,236 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Fields is implemented by pointers to this package's request and response
+// types: the only types DecodeRequest and DecodeResponse decode into.
+type Fields interface{ isFields() }
+
+// Request is implemented by pointers to the request types.
+type Request interface {
+	Fields
+	RequestCode() Code
+}
+
+// bodyCodec is implemented by the types that carry part of their content in
+// the frame body rather than in the header's fields map.
+type bodyCodec interface {
+	appendBody(b []byte) ([]byte, error)
+	decodeBody(body []byte, lim Limits) error
+}
+
+// NewRequest returns a new zero request of the type for code, or nil if the
+// code is unknown.
+func NewRequest(code Code) Request {
+	switch code {
+	case CodeSendMessage:
+		return &SendRequest{}
+	case CodeSendBatchMessage:
+		return &SendBatchRequest{}
+	case CodePullMessage:
+		return &PullRequest{}
+	case CodeQueryMessage:
+		return &QueryMessageRequest{}
+	case CodeViewMessageByID:
+		return &ViewMessageRequest{}
+	case CodeGetMaxOffset:
+		return &GetMaxOffsetRequest{}
+	case CodeGetMinOffset:
+		return &GetMinOffsetRequest{}
+	case CodeQueryConsumerOffset:
+		return &QueryConsumerOffsetRequest{}
+	case CodeUpdateConsumerOffset:
+		return &UpdateConsumerOffsetRequest{}
+	case CodeGetConsumerOffsets:
+		return &GetConsumerOffsetsRequest{}
+	case CodeCreateTopic:
+		return &CreateTopicRequest{}
+	case CodeUpdateAndCreateTopic:
+		return &UpdateTopicRequest{}
+	case CodeDeleteTopic:
+		return &DeleteTopicRequest{}
+	case CodeGetAllTopicConfig:
+		return &ListTopicsRequest{}
+	case CodeGetBrokerRuntimeInfo:
+		return &GetBrokerRuntimeInfoRequest{}
+	case CodeHeartbeat:
+		return &HeartbeatRequest{}
+	}
+	return nil
+}
+
+// NewResponse returns a new zero response of the type that answers code,
+// or nil if the response to code has no fields and no body (or code is
+// unknown).
+func NewResponse(code Code) Fields {
+	switch code {
+	case CodeSendMessage:
+		return &SendResponse{}
+	case CodeSendBatchMessage:
+		return &SendBatchResponse{}
+	case CodePullMessage:
+		return &PullResponse{}
+	case CodeQueryMessage:
+		return &QueryMessageResponse{}
+	case CodeViewMessageByID:
+		return &ViewMessageResponse{}
+	case CodeGetMaxOffset, CodeGetMinOffset, CodeQueryConsumerOffset:
+		return &OffsetResponse{}
+	case CodeGetConsumerOffsets:
+		return &ConsumerOffsetsResponse{}
+	case CodeGetAllTopicConfig:
+		return &TopicListResponse{}
+	case CodeGetBrokerRuntimeInfo:
+		return &BrokerRuntimeInfo{}
+	}
+	return nil
+}
+
+// AppendRequest appends a request frame for req to dst. flags may add
+// FlagOneway; FlagResponse is cleared. The frame is not checked against any
+// Limits: a sender can run Split on the result to check it.
+func AppendRequest(dst []byte, opaque uint32, flags Flags, req Request) ([]byte, error) {
+	h := Frame{Code: req.RequestCode(), Opaque: opaque, Flags: flags &^ FlagResponse}
+	return appendFrameFields(dst, &h, req)
+}
+
+// AppendResponse appends a response frame to dst: code and opaque are the
+// request's, resp may be nil (no fields, no body).
+func AppendResponse(dst []byte, code Code, opaque uint32, status Status, remark string, resp Fields) ([]byte, error) {
+	h := Frame{Code: code, Opaque: opaque, Flags: FlagResponse, Status: status, Remark: remark}
+	return appendFrameFields(dst, &h, resp)
+}
+
+// appendFrameFields writes the frame in place: the header map with a
+// "fields" entry encoded straight into dst (dropped again if it came out
+// empty), then the body, then the two length words.
+func appendFrameFields(dst []byte, h *Frame, v Fields) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, PrefixSize)...)
+	hdr := len(dst)
+	dst = h.appendHeader(dst) // canonical header without fields
+	if v != nil {
+		if dst[hdr] >= 0x8f {
+			return dst[:start], fmt.Errorf("protocol: header map too large")
+		}
+		mark := len(dst)
+		dst = appendStr(dst, keyFields)
+		fieldsAt := len(dst)
+		var err error
+		if dst, err = appendValue(dst, v); err != nil {
+			return dst[:start], fmt.Errorf("protocol: encode %T: %w", v, err)
+		}
+		if len(dst)-fieldsAt == 1 && dst[fieldsAt] == 0x80 {
+			dst = dst[:mark] // empty map: leave "fields" out
+		} else {
+			dst[hdr]++ // one more pair in the fixmap
+		}
+	}
+	hl := len(dst) - hdr
+	if bc, ok := v.(bodyCodec); ok {
+		var err error
+		if dst, err = bc.appendBody(dst); err != nil {
+			return dst[:start], fmt.Errorf("protocol: encode %T body: %w", v, err)
+		}
+	}
+	if len(dst)-start-4 > math.MaxUint32 {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, len(dst)-start)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(hl))
+	return dst, nil
+}
+
+// appendBuf lets a msgpack.Encoder append to a byte slice.
+type appendBuf struct{ b []byte }
+
+func (w *appendBuf) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *appendBuf) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
+func (w *appendBuf) WriteString(s string) (int, error) {
+	w.b = append(w.b, s...)
+	return len(s), nil
+}
+
+// appendValue appends the canonical msgpack encoding of v: shortest
+// integers, map keys sorted.
+func appendValue(dst []byte, v any) ([]byte, error) {
+	w := &appendBuf{b: dst}
+	e := msgpack.GetEncoder()
+	e.Reset(w) // Reset clears flags a pooled encoder may still carry
+	e.UseCompactInts(true)
+	e.SetSortMapKeys(true)
+	err := e.Encode(v)
+	msgpack.PutEncoder(e)
+	return w.b, err
+}
+
+// unmarshalFields decodes untrusted msgpack into one of this package's types.
+func unmarshalFields(b []byte, lim Limits, v any) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := Validate(b, lim.MaxDepth); err != nil {
+		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	return nil
+}
+
+// DecodeRequest decodes the fields and body of a request frame into a new
+// value of the request type for f.Code (one of the *...Request types).
+// Errors wrap ErrCodeNotSupported (unknown code: answer
+// REQUEST_CODE_NOT_SUPPORTED and keep the connection), ErrMessageIllegal
+// (answer MESSAGE_ILLEGAL, keep the connection) or ErrFrameIllegal (answer
+// FRAME_ILLEGAL and close). See StatusOf. Byte slices in the result alias
+// f.Body.
+func DecodeRequest(f *Frame, lim Limits) (Request, error) {
+	lim = lim.norm()
+	if f.IsResponse() {
+		return nil, fmt.Errorf("%w: a response where a request was expected", ErrFrameIllegal)
+	}
+	req := NewRequest(f.Code)
+	if req == nil {
+		return nil, fmt.Errorf("%w: %v", ErrCodeNotSupported, f.Code)
+	}
+	if err := decodeInto(f, lim, req); err != nil {
+		return nil, fmt.Errorf("%v: %w", f.Code, err)
+	}
+	return req, nil
+}
+
+// DecodeResponse decodes the fields and body of a response frame into
+// into, which should be a zero value of the type NewResponse(f.Code)
+// returns. into may be nil to ignore them. The fields are decoded whatever
+// the status (a PULL_NOT_FOUND response carries offsets too). Byte slices
+// in the result alias f.Body.
+func DecodeResponse(f *Frame, lim Limits, into Fields) error {
+	lim = lim.norm()
+	if !f.IsResponse() {
+		return fmt.Errorf("%w: a request where a response was expected", ErrFrameIllegal)
+	}
+	if into == nil {
+		return nil
+	}
+	if err := decodeInto(f, lim, into); err != nil {
+		return fmt.Errorf("%v response: %w", f.Code, err)
+	}
+	return nil
+}
+
+func decodeInto(f *Frame, lim Limits, v Fields) error {
+	if err := unmarshalFields(f.Fields, lim, v); err != nil {
+		return err
+	}
+	if bc, ok := v.(bodyCodec); ok {
+		return bc.decodeBody(f.Body, lim)
+	}
+	return nil // a body where none is defined is ignored
+}

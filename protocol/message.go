@@ -1,0 +1,410 @@
+package protocol
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Well-known message property keys (RocketMQ's names).
+const (
+	PropertyTags    = "TAGS"     // the message's tag, used by tag expressions
+	PropertyKeys    = "KEYS"     // space-separated business keys, indexed for QUERY_MESSAGE
+	PropertyUniqKey = "UNIQ_KEY" // client-generated unique message id (see UniqID)
+	PropertyDelay   = "DELAY"    // delay level (1..18), 0 or absent = none
+	PropertyWait    = "WAIT"     // "false": the producer does not wait for the flush
+)
+
+// Message is a message as a producer sends it. On the wire (inside a
+// SEND_BATCH body) it is a msgpack map with the keys of its tags.
+type Message struct {
+	Topic      string            `msgpack:"topic"`
+	Flag       int32             `msgpack:"flag"`
+	Body       []byte            `msgpack:"body"`
+	Properties map[string]string `msgpack:"properties,omitempty"`
+}
+
+// MessageExt is a stored message as pulls and queries return it.
+type MessageExt struct {
+	Message
+	QueueID         int32  `msgpack:"queueId"`
+	QueueOffset     int64  `msgpack:"queueOffset"`     // index in the ConsumeQueue
+	CommitLogOffset int64  `msgpack:"commitLogOffset"` // byte offset of the record in the CommitLog
+	StoreSize       int32  `msgpack:"storeSize"`       // size of the CommitLog record
+	BornTimestamp   int64  `msgpack:"bornTimestamp"`   // producer's clock, ms since the Unix epoch
+	StoreTimestamp  int64  `msgpack:"storeTimestamp"`  // broker's clock, ms since the Unix epoch
+	BornHost        string `msgpack:"bornHost"`        // producer "ip:port"
+	StoreHost       string `msgpack:"storeHost"`       // broker "ip:port"
+	MsgID           string `msgpack:"msgId"`           // offset message id (see OffsetMsgID)
+	ReconsumeTimes  int32  `msgpack:"reconsumeTimes"`
+	SysFlag         int32  `msgpack:"sysFlag"`
+	BodyCRC         uint32 `msgpack:"bodyCRC"` // CRC32 (IEEE) of the body, masked & 0x7FFFFFFF
+}
+
+// Property returns the value of property k ("" if absent).
+func (m *Message) Property(k string) string { return m.Properties[k] }
+
+// SetProperty sets property k, creating the map if needed. An empty value
+// deletes the property.
+func (m *Message) SetProperty(k, v string) {
+	if v == "" {
+		delete(m.Properties, k)
+		return
+	}
+	if m.Properties == nil {
+		m.Properties = make(map[string]string, 4)
+	}
+	m.Properties[k] = v
+}
+
+// Tags returns the TAGS property.
+func (m *Message) Tags() string { return m.Properties[PropertyTags] }
+
+// SetTags sets the TAGS property.
+func (m *Message) SetTags(tags string) { m.SetProperty(PropertyTags, tags) }
+
+// Keys returns the KEYS property split on spaces.
+func (m *Message) Keys() []string { return strings.Fields(m.Properties[PropertyKeys]) }
+
+// SetKeys sets the KEYS property to the keys joined by spaces. A key
+// containing a space becomes several keys.
+func (m *Message) SetKeys(keys ...string) {
+	m.SetProperty(PropertyKeys, strings.Join(strings.Fields(strings.Join(keys, " ")), " "))
+}
+
+// UniqKey returns the UNIQ_KEY property.
+func (m *Message) UniqKey() string { return m.Properties[PropertyUniqKey] }
+
+// SetUniqKey sets the UNIQ_KEY property.
+func (m *Message) SetUniqKey(id string) { m.SetProperty(PropertyUniqKey, id) }
+
+// DelayLevel returns the DELAY property as a number (0 if absent or invalid).
+func (m *Message) DelayLevel() int {
+	n, err := strconv.Atoi(m.Properties[PropertyDelay])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// SetDelayLevel sets the DELAY property (0 removes it).
+func (m *Message) SetDelayLevel(level int) {
+	if level <= 0 {
+		m.SetProperty(PropertyDelay, "")
+		return
+	}
+	m.SetProperty(PropertyDelay, strconv.Itoa(level))
+}
+
+// WaitStoreMsgOK returns the WAIT property: true unless it is "false".
+func (m *Message) WaitStoreMsgOK() bool { return m.Properties[PropertyWait] != "false" }
+
+// SetWaitStoreMsgOK sets the WAIT property ("false" or absent).
+func (m *Message) SetWaitStoreMsgOK(wait bool) {
+	if wait {
+		m.SetProperty(PropertyWait, "")
+		return
+	}
+	m.SetProperty(PropertyWait, "false")
+}
+
+// Limits on a message that the CommitLog record layout imposes (RocketMQ's).
+const (
+	MaxTopicLength     = 127   // bytes; the record stores it behind a 1-byte length
+	MaxPropertiesBytes = 32767 // encoded "k\x01v\x02..." size; the record stores it behind an int16
+)
+
+// ValidateTopic checks a topic name: 1..127 bytes of [A-Za-z0-9_%|-].
+func ValidateTopic(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty topic", ErrMessageIllegal)
+	}
+	if len(topic) > MaxTopicLength {
+		return fmt.Errorf("%w: topic is %d bytes, limit %d", ErrMessageIllegal, len(topic), MaxTopicLength)
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '%' || c == '|') {
+			return fmt.Errorf("%w: topic %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", ErrMessageIllegal, topic, c)
+		}
+	}
+	return nil
+}
+
+// PropertiesSize returns the size of the properties in the CommitLog
+// encoding: key 0x01 value 0x02, for every pair.
+func PropertiesSize(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
+
+// Validate checks that m can be stored: a valid topic, a body of at most
+// lim.MaxMessageSize bytes, properties whose keys are not empty, that contain
+// no 0x01 or 0x02 byte, and whose encoding fits in MaxPropertiesBytes.
+// Errors wrap ErrMessageIllegal (status MESSAGE_ILLEGAL).
+func (m *Message) Validate(lim Limits) error {
+	lim = lim.norm()
+	if err := ValidateTopic(m.Topic); err != nil {
+		return err
+	}
+	if len(m.Body) > lim.MaxMessageSize {
+		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
+	}
+	for k, v := range m.Properties {
+		if k == "" {
+			return fmt.Errorf("%w: empty property key", ErrMessageIllegal)
+		}
+		if strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+			return fmt.Errorf("%w: property %q contains a 0x01 or 0x02 byte", ErrMessageIllegal, k)
+		}
+	}
+	if n := PropertiesSize(m.Properties); n > MaxPropertiesBytes {
+		return fmt.Errorf("%w: properties are %d bytes, limit %d", ErrMessageIllegal, n, MaxPropertiesBytes)
+	}
+	return nil
+}
+
+// ---- wire encoding of messages (hand-written: hot path, deterministic) ----
+
+func appendProperties(b []byte, props map[string]string) []byte {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = appendMapHeader(b, len(keys))
+	for _, k := range keys {
+		b = appendStr(b, k)
+		b = appendStr(b, props[k])
+	}
+	return b
+}
+
+func (m *Message) appendFields(b []byte) []byte {
+	b = appendStr(b, "topic")
+	b = appendStr(b, m.Topic)
+	b = appendStr(b, "flag")
+	b = appendInt(b, int64(m.Flag))
+	b = appendStr(b, "body")
+	b = appendBin(b, m.Body)
+	if len(m.Properties) > 0 {
+		b = appendStr(b, "properties")
+		b = appendProperties(b, m.Properties)
+	}
+	return b
+}
+
+func (m *Message) fieldCount() int {
+	if len(m.Properties) > 0 {
+		return 4
+	}
+	return 3
+}
+
+// AppendMsgpack appends m as one msgpack map in canonical form.
+func (m *Message) AppendMsgpack(b []byte) []byte {
+	b = appendMapHeader(b, m.fieldCount())
+	return m.appendFields(b)
+}
+
+// AppendMsgpack appends m as one msgpack map in canonical form.
+func (m *MessageExt) AppendMsgpack(b []byte) []byte {
+	b = appendMapHeader(b, m.fieldCount()+12)
+	b = m.Message.appendFields(b)
+	b = appendStr(b, "queueId")
+	b = appendInt(b, int64(m.QueueID))
+	b = appendStr(b, "queueOffset")
+	b = appendInt(b, m.QueueOffset)
+	b = appendStr(b, "commitLogOffset")
+	b = appendInt(b, m.CommitLogOffset)
+	b = appendStr(b, "storeSize")
+	b = appendInt(b, int64(m.StoreSize))
+	b = appendStr(b, "bornTimestamp")
+	b = appendInt(b, m.BornTimestamp)
+	b = appendStr(b, "storeTimestamp")
+	b = appendInt(b, m.StoreTimestamp)
+	b = appendStr(b, "bornHost")
+	b = appendStr(b, m.BornHost)
+	b = appendStr(b, "storeHost")
+	b = appendStr(b, m.StoreHost)
+	b = appendStr(b, "msgId")
+	b = appendStr(b, m.MsgID)
+	b = appendStr(b, "reconsumeTimes")
+	b = appendInt(b, int64(m.ReconsumeTimes))
+	b = appendStr(b, "sysFlag")
+	b = appendInt(b, int64(m.SysFlag))
+	b = appendStr(b, "bodyCRC")
+	b = appendUint(b, uint64(m.BodyCRC))
+	return b
+}
+
+func appendMessageList(b []byte, msgs []Message) []byte {
+	b = appendArrayHeader(b, len(msgs))
+	for i := range msgs {
+		b = msgs[i].AppendMsgpack(b)
+	}
+	return b
+}
+
+func appendMessageExtList(b []byte, msgs []MessageExt) []byte {
+	b = appendArrayHeader(b, len(msgs))
+	for i := range msgs {
+		b = msgs[i].AppendMsgpack(b)
+	}
+	return b
+}
+
+// ---- decoding (only over validated bytes) ----
+
+func decodeProperties(r *reader) (map[string]string, error) {
+	n, err := r.mapLen()
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	// Do not trust n for the allocation: grow as pairs actually arrive.
+	props := make(map[string]string, min(n, 8))
+	for range n {
+		k, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		props[k] = v
+	}
+	return props, nil
+}
+
+// decodeMessage decodes one message map into m, and into x's extra fields
+// if x is not nil (then m is &x.Message). Unknown keys are skipped. Body
+// aliases r's bytes.
+func decodeMessage(r *reader, m *Message, x *MessageExt) error {
+	n, err := r.mapLen()
+	if err != nil {
+		return err
+	}
+	for range n {
+		key, err := r.rawStr()
+		if err != nil {
+			return err
+		}
+		switch k := string(key); {
+		case k == "topic":
+			m.Topic, err = r.str()
+		case k == "flag":
+			m.Flag, err = r.int32()
+		case k == "body":
+			m.Body, err = r.rawStr()
+		case k == "properties":
+			m.Properties, err = decodeProperties(r)
+		case x == nil:
+			err = r.skip()
+		case k == "queueId":
+			x.QueueID, err = r.int32()
+		case k == "queueOffset":
+			x.QueueOffset, err = r.int64()
+		case k == "commitLogOffset":
+			x.CommitLogOffset, err = r.int64()
+		case k == "storeSize":
+			x.StoreSize, err = r.int32()
+		case k == "bornTimestamp":
+			x.BornTimestamp, err = r.int64()
+		case k == "storeTimestamp":
+			x.StoreTimestamp, err = r.int64()
+		case k == "bornHost":
+			x.BornHost, err = r.str()
+		case k == "storeHost":
+			x.StoreHost, err = r.str()
+		case k == "msgId":
+			x.MsgID, err = r.str()
+		case k == "reconsumeTimes":
+			x.ReconsumeTimes, err = r.int32()
+		case k == "sysFlag":
+			x.SysFlag, err = r.int32()
+		case k == "bodyCRC":
+			x.BodyCRC, err = r.uint32()
+		default:
+			err = r.skip()
+		}
+		if err != nil {
+			return fmt.Errorf("message %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// decodeList validates body and decodes a msgpack array of at most max
+// elements with dec. The slice grows as elements arrive: a declared count is
+// never trusted for an allocation.
+func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*reader, *T) error) ([]T, error) {
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if err := Validate(body, lim.MaxDepth); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrFrameIllegal, what, err)
+	}
+	r := &reader{b: body}
+	n, err := r.arrayLen()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if n > max {
+		return nil, fmt.Errorf("%w: %s: %d elements, limit %d", ErrFrameIllegal, what, n, max)
+	}
+	out := make([]T, 0, min(n, 16))
+	for i := range n {
+		var v T
+		if err := dec(r, &v); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", what, i, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func decodeMessageList(body []byte, lim Limits) ([]Message, error) {
+	return decodeList(body, lim, lim.MaxBatchMessages, "messages", func(r *reader, m *Message) error {
+		if err := decodeMessage(r, m, nil); err != nil {
+			return err
+		}
+		if len(m.Body) > lim.MaxMessageSize {
+			return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
+		}
+		return nil
+	})
+}
+
+func decodeMessageExtList(body []byte, lim Limits) ([]MessageExt, error) {
+	return decodeList(body, lim, lim.MaxBatchMessages, "messages", func(r *reader, m *MessageExt) error {
+		return decodeMessage(r, &m.Message, m)
+	})
+}
+
+// DecodeMessage decodes one untrusted msgpack message map (as written by
+// Message.AppendMsgpack). Body aliases b.
+func DecodeMessage(b []byte, lim Limits) (Message, error) {
+	lim = lim.norm()
+	var m Message
+	if err := Validate(b, lim.MaxDepth); err != nil {
+		return m, fmt.Errorf("%w: %w", ErrFrameIllegal, err)
+	}
+	err := decodeMessage(&reader{b: b}, &m, nil)
+	return m, err
+}
+
+// DecodeMessageExt decodes one untrusted msgpack MessageExt map. Body aliases b.
+func DecodeMessageExt(b []byte, lim Limits) (MessageExt, error) {
+	lim = lim.norm()
+	var m MessageExt
+	if err := Validate(b, lim.MaxDepth); err != nil {
+		return m, fmt.Errorf("%w: %w", ErrFrameIllegal, err)
+	}
+	err := decodeMessage(&reader{b: b}, &m.Message, &m)
+	return m, err
+}

@@ -1,0 +1,314 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// This file holds a minimal msgpack writer and reader used for the frame
+// header and the message lists, the hot and hostile paths. The writer always
+// emits the shortest encoding (what PROTOCOL.md calls canonical). The reader
+// accepts every encoding of a value that the spec allows, and is only ever run
+// over bytes that Validate accepted, though it checks bounds anyway.
+
+func appendMapHeader(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xde, byte(n>>8), byte(n))
+	default:
+		return append(b, 0xdf, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+}
+
+func appendArrayHeader(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	default:
+		return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+}
+
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+func appendBin(b []byte, p []byte) []byte {
+	n := len(p)
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xc5, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, p...)
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return append(b, 0xcd, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		return append(b, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		b = append(b, 0xcf)
+		return binary.BigEndian.AppendUint64(b, v)
+	}
+}
+
+func appendInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return append(b, 0xd1, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return append(b, 0xd2, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		b = append(b, 0xd3)
+		return binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+}
+
+// reader walks validated msgpack. Every method checks bounds anyway, so a
+// bug upstream turns into an error, never a panic.
+type reader struct {
+	b []byte
+	p int
+}
+
+func (r *reader) errf(format string, args ...any) error {
+	return fmt.Errorf("%w: at byte %d: "+format, append([]any{ErrFrameIllegal, r.p}, args...)...)
+}
+
+func (r *reader) need(n int) ([]byte, error) {
+	if n < 0 || n > len(r.b)-r.p {
+		return nil, r.errf("truncated")
+	}
+	s := r.b[r.p : r.p+n]
+	r.p += n
+	return s, nil
+}
+
+func (r *reader) byte() (byte, error) {
+	if r.p >= len(r.b) {
+		return 0, r.errf("truncated")
+	}
+	c := r.b[r.p]
+	r.p++
+	return c, nil
+}
+
+func (r *reader) uintN(n int) (uint64, error) {
+	s, err := r.need(n)
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for _, x := range s {
+		v = v<<8 | uint64(x)
+	}
+	return v, nil
+}
+
+// isNil consumes a nil if one is next.
+func (r *reader) isNil() bool {
+	if r.p < len(r.b) && r.b[r.p] == 0xc0 {
+		r.p++
+		return true
+	}
+	return false
+}
+
+// mapLen reads a map header; nil reads as an empty map.
+func (r *reader) mapLen() (int, error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	switch {
+	case c >= 0x80 && c <= 0x8f:
+		return int(c & 0x0f), nil
+	case c == 0xc0:
+		return 0, nil
+	case c == 0xde:
+		n, err = r.uintN(2)
+	case c == 0xdf:
+		n, err = r.uintN(4)
+	default:
+		r.p--
+		return 0, r.errf("want map, got 0x%02x", c)
+	}
+	if err == nil && n > uint64(len(r.b)-r.p)/2 {
+		err = r.errf("map of %d pairs in %d bytes", n, len(r.b)-r.p)
+	}
+	return int(n), err
+}
+
+// arrayLen reads an array header; nil reads as an empty array.
+func (r *reader) arrayLen() (int, error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	switch {
+	case c >= 0x90 && c <= 0x9f:
+		return int(c & 0x0f), nil
+	case c == 0xc0:
+		return 0, nil
+	case c == 0xdc:
+		n, err = r.uintN(2)
+	case c == 0xdd:
+		n, err = r.uintN(4)
+	default:
+		r.p--
+		return 0, r.errf("want array, got 0x%02x", c)
+	}
+	if err == nil && n > uint64(len(r.b)-r.p) {
+		err = r.errf("array of %d in %d bytes", n, len(r.b)-r.p)
+	}
+	return int(n), err
+}
+
+// rawStr returns the bytes of a str (or bin: both are accepted wherever a
+// string or byte string is expected); nil reads as empty. The result aliases r.b.
+func (r *reader) rawStr() ([]byte, error) {
+	c, err := r.byte()
+	if err != nil {
+		return nil, err
+	}
+	var n uint64
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = uint64(c & 0x1f)
+	case c == 0xc0:
+		return nil, nil
+	case c == 0xd9 || c == 0xc4:
+		n, err = r.uintN(1)
+	case c == 0xda || c == 0xc5:
+		n, err = r.uintN(2)
+	case c == 0xdb || c == 0xc6:
+		n, err = r.uintN(4)
+	default:
+		r.p--
+		return nil, r.errf("want str or bin, got 0x%02x", c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(r.b)-r.p) {
+		return nil, r.errf("string of %d in %d bytes", n, len(r.b)-r.p)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return r.need(int(n))
+}
+
+func (r *reader) str() (string, error) {
+	s, err := r.rawStr()
+	return string(s), err
+}
+
+// int reads any msgpack integer (nil reads as 0) that fits in [lo, hi].
+func (r *reader) int(lo, hi int64) (int64, error) {
+	start := r.p
+	c, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	switch {
+	case c <= 0x7f:
+		v = int64(c)
+	case c >= 0xe0:
+		v = int64(int8(c))
+	case c == 0xc0:
+		v = 0
+	case c >= 0xcc && c <= 0xcf:
+		u, err := r.uintN(1 << (c - 0xcc))
+		if err != nil {
+			return 0, err
+		}
+		if u > math.MaxInt64 {
+			r.p = start
+			return 0, r.errf("integer %d out of range", u)
+		}
+		v = int64(u)
+	case c >= 0xd0 && c <= 0xd3:
+		size := 1 << (c - 0xd0)
+		u, err := r.uintN(size)
+		if err != nil {
+			return 0, err
+		}
+		shift := 64 - 8*size
+		v = int64(u<<shift) >> shift // sign-extend
+	default:
+		r.p = start
+		return 0, r.errf("want integer, got 0x%02x", c)
+	}
+	if v < lo || v > hi {
+		r.p = start
+		return 0, r.errf("integer %d out of range [%d, %d]", v, lo, hi)
+	}
+	return v, nil
+}
+
+func (r *reader) int32() (int32, error) {
+	v, err := r.int(math.MinInt32, math.MaxInt32)
+	return int32(v), err
+}
+
+func (r *reader) int64() (int64, error) { return r.int(math.MinInt64, math.MaxInt64) }
+
+func (r *reader) uint32() (uint32, error) {
+	v, err := r.int(0, math.MaxUint32)
+	return uint32(v), err
+}
+
+// skip steps over one value of any type.
+func (r *reader) skip() error {
+	n, err := walk(r.b[r.p:], HardMaxDepth)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
+	}
+	r.p += n
+	return nil
+}
+
+// rawValue returns the bytes of the next value and steps over it.
+func (r *reader) rawValue() ([]byte, error) {
+	start := r.p
+	if err := r.skip(); err != nil {
+		return nil, err
+	}
+	return r.b[start:r.p], nil
+}
