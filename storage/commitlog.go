@@ -1,0 +1,539 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// ErrCorrupt is wrapped by every error that reports damaged data that cannot
+// be a torn tail: it is never repaired silently.
+var ErrCorrupt = errors.New("storage corrupt")
+
+// ErrFlushFailed is wrapped by the sticky error of a failed sync: once a sync
+// fails, the CommitLog never reports data as durable again (the kernel may
+// have dropped the dirty pages, so a later successful sync proves nothing).
+var ErrFlushFailed = errors.New("commitlog flush failed")
+
+// ErrReadOnly is returned by appends after a storage error made the log
+// refuse writes.
+var ErrReadOnly = errors.New("commitlog is read-only after a storage error")
+
+// segment is one fixed-size, memory-mapped CommitLog file.
+type segment struct {
+	start int64
+	f     vfs.File
+	data  []byte
+}
+
+func (s *segment) end() int64 { return s.start + int64(len(s.data)) }
+
+// segmentName is RocketMQ's file name: the start offset as 20 decimal digits.
+func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
+
+// QueueKey names one topic queue.
+type QueueKey struct {
+	Topic   string
+	QueueID int32
+}
+
+func (k QueueKey) String() string { return k.Topic + "-" + strconv.Itoa(int(k.QueueID)) }
+
+// AppendResult describes one stored message.
+type AppendResult struct {
+	PhyOffset      int64
+	Size           int32
+	QueueOffset    int64
+	StoreTimestamp int64
+	Err            error // non-nil: this message was not stored (ErrIllegal)
+}
+
+// CommitLog is the single, sequentially written log of all messages, split
+// into fixed-size memory-mapped segments. One goroutine appends; one (maybe
+// another) flushes; any number read ranges below MaxOffset.
+type CommitLog struct {
+	fs        vfs.FS
+	dir       string
+	segSize   int64
+	maxMsg    int
+	storeHost netip.AddrPort
+	prefault  bool
+
+	// segs is an immutable snapshot replaced on every change, so readers and
+	// the flusher never take the writer's lock.
+	segs atomic.Pointer[[]*segment]
+	// next is a segment created ahead of need by Prepare (writer only).
+	next *segment
+
+	maxOffset atomic.Int64 // end of the last appended record
+	flushed   atomic.Int64 // everything below is durable
+
+	flushMu  sync.Mutex // one flush at a time; guards flushErr
+	flushErr error
+
+	writeErr atomic.Pointer[error] // sticky storage error of the writer
+
+	// queueOffsets is the topic-queue offset table: the next queue offset of
+	// each queue. Owned by the writer.
+	queueOffsets map[QueueKey]int64
+
+	// graveyard holds segments removed by retention until the next retention
+	// pass, so a reader that took a slice of their mapping just before the
+	// removal never touches unmapped memory.
+	graveyard []*segment
+}
+
+// CommitLogOptions configure a CommitLog.
+type CommitLogOptions struct {
+	SegmentSize    int64          // mappedFileSizeCommitLog
+	MaxMessageSize int            // maxMessageSize: largest encoded record
+	StoreHost      netip.AddrPort // written into every record
+	Prefault       bool           // touch new segments' pages at creation
+}
+
+func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, error) {
+	if o.SegmentSize < 4096 || o.SegmentSize%4096 != 0 {
+		return nil, fmt.Errorf("commitlog: segment size %d must be a positive multiple of 4096", o.SegmentSize)
+	}
+	if int64(o.MaxMessageSize)+BlankRecordSize > o.SegmentSize {
+		return nil, fmt.Errorf("commitlog: maxMessageSize %d does not fit a segment of %d bytes", o.MaxMessageSize, o.SegmentSize)
+	}
+	c := &CommitLog{fs: fsys, dir: dir, segSize: o.SegmentSize, maxMsg: o.MaxMessageSize,
+		storeHost: o.StoreHost, prefault: o.Prefault, queueOffsets: map[QueueKey]int64{}}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("commitlog: %w", err)
+	}
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: list %s: %w", dir, err)
+	}
+	var segs []*segment
+	for _, name := range names {
+		start, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || len(name) != 20 {
+			continue // not a segment (a temp file, say)
+		}
+		f, err := fsys.Open(path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("commitlog: open segment %s: %w", name, err)
+		}
+		if f.Size() != o.SegmentSize {
+			f.Close()
+			return nil, fmt.Errorf("%w: commitlog segment %s is %d bytes, mappedFileSizeCommitLog is %d (changing the segment size of an existing store is not supported)",
+				ErrCorrupt, name, f.Size(), o.SegmentSize)
+		}
+		data, err := f.Map()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("commitlog: map segment %s: %w", name, err)
+		}
+		if start%o.SegmentSize != 0 || (len(segs) > 0 && segs[len(segs)-1].end() != start) {
+			f.Close()
+			closeSegments(segs)
+			return nil, fmt.Errorf("%w: commitlog segment %s does not follow the previous one (missing segment?)", ErrCorrupt, name)
+		}
+		segs = append(segs, &segment{start: start, f: f, data: data})
+	}
+	c.segs.Store(&segs)
+	if len(segs) > 0 {
+		c.maxOffset.Store(segs[len(segs)-1].end())
+		c.flushed.Store(c.maxOffset.Load())
+	}
+	return c, nil
+}
+
+func closeSegments(segs []*segment) {
+	for _, s := range segs {
+		s.f.Close()
+	}
+}
+
+func (c *CommitLog) segments() []*segment { return *c.segs.Load() }
+
+// MinOffset is the first offset still held (0 for an empty log).
+func (c *CommitLog) MinOffset() int64 {
+	segs := c.segments()
+	if len(segs) == 0 {
+		return c.maxOffset.Load()
+	}
+	return segs[0].start
+}
+
+// MaxOffset is the offset the next record will be written at: the end of
+// everything appended.
+func (c *CommitLog) MaxOffset() int64 { return c.maxOffset.Load() }
+
+// FlushedOffset is the offset below which every byte is durable.
+func (c *CommitLog) FlushedOffset() int64 { return c.flushed.Load() }
+
+// SegmentSize is the size of every segment.
+func (c *CommitLog) SegmentSize() int64 { return c.segSize }
+
+// QueueOffset returns the next queue offset of a queue.
+func (c *CommitLog) QueueOffset(k QueueKey) int64 { return c.queueOffsets[k] }
+
+// QueueOffsets returns a copy of the topic-queue offset table.
+func (c *CommitLog) QueueOffsets() map[QueueKey]int64 {
+	m := make(map[QueueKey]int64, len(c.queueOffsets))
+	for k, v := range c.queueOffsets {
+		m[k] = v
+	}
+	return m
+}
+
+func (c *CommitLog) findSegment(off int64) *segment {
+	segs := c.segments()
+	if len(segs) == 0 || off < segs[0].start {
+		return nil
+	}
+	i := int((off - segs[0].start) / c.segSize)
+	if i >= len(segs) {
+		return nil
+	}
+	return segs[i]
+}
+
+// createSegment makes the segment starting at start and makes its directory
+// entry durable, so that a later flush of its bytes means something.
+func (c *CommitLog) createSegment(start int64) (*segment, error) {
+	name := path.Join(c.dir, segmentName(start))
+	f, err := c.fs.Create(name, c.segSize)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: create segment %s: %w", segmentName(start), err)
+	}
+	data, err := f.Map()
+	if err != nil {
+		f.Close()
+		c.fs.Remove(name)
+		return nil, fmt.Errorf("commitlog: map segment %s: %w", segmentName(start), err)
+	}
+	if err := c.fs.SyncDir(c.dir); err != nil {
+		f.Close()
+		c.fs.Remove(name)
+		return nil, fmt.Errorf("commitlog: sync dir for segment %s: %w", segmentName(start), err)
+	}
+	if c.prefault {
+		vfs.Prefault(data)
+	}
+	return &segment{start: start, f: f, data: data}, nil
+}
+
+// Prepare creates the segment after the current one ahead of need, so the
+// append that rolls over does not pay for fallocate and page faults. The
+// writer calls it when idle.
+func (c *CommitLog) Prepare() error {
+	if c.next != nil {
+		return nil
+	}
+	start := c.nextSegmentStart()
+	s, err := c.createSegment(start)
+	if err != nil {
+		return err
+	}
+	c.next = s
+	return nil
+}
+
+func (c *CommitLog) nextSegmentStart() int64 {
+	segs := c.segments()
+	if len(segs) == 0 {
+		// An empty log starts at the segment holding maxOffset (0 for a new
+		// store; after retention removed everything, where it left off).
+		return c.maxOffset.Load() - c.maxOffset.Load()%c.segSize
+	}
+	return segs[len(segs)-1].end()
+}
+
+// roll makes a new segment the current one.
+func (c *CommitLog) roll() (*segment, error) {
+	s := c.next
+	c.next = nil
+	if s == nil || s.start != c.nextSegmentStart() {
+		if s != nil { // stale preparation (cannot happen without a truncate)
+			s.f.Close()
+		}
+		var err error
+		if s, err = c.createSegment(c.nextSegmentStart()); err != nil {
+			return nil, err
+		}
+	}
+	segs := append(slices.Clip(c.segments()), s)
+	c.segs.Store(&segs)
+	return s, nil
+}
+
+func (c *CommitLog) fail(err error) error {
+	c.writeErr.CompareAndSwap(nil, &err)
+	return err
+}
+
+// Err returns the sticky write error, if a storage error made the log refuse
+// writes.
+func (c *CommitLog) Err() error {
+	if p := c.writeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// AppendBatch appends msgs in order, assigning each its physical and queue
+// offset, and returns one result per message in out (reused if it has room).
+// A message that cannot be stored gets a result with Err wrapping ErrIllegal
+// and does not stop the batch. A storage error (a segment that cannot be
+// created) stops the batch: results before it are stored, the error is
+// returned, and the log refuses all later appends.
+func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []AppendResult) ([]AppendResult, error) {
+	out = out[:0]
+	if err := c.Err(); err != nil {
+		return out, fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	segs := c.segments()
+	var cur *segment
+	if len(segs) > 0 {
+		cur = segs[len(segs)-1]
+	}
+	off := c.maxOffset.Load()
+	for _, m := range msgs {
+		size, err := RecordSize(m, c.storeHost)
+		if err == nil && size > c.maxMsg {
+			err = fmt.Errorf("%w: record of %d bytes exceeds maxMessageSize %d", ErrIllegal, size, c.maxMsg)
+		}
+		if err != nil {
+			out = append(out, AppendResult{Err: err})
+			continue
+		}
+		if cur == nil || off+int64(size)+BlankRecordSize > cur.end() {
+			if cur != nil && off < cur.end() { // after recovery the log may end exactly at a segment end
+				pos := off - cur.start
+				EncodeBlank(cur.data[pos:], int(cur.end()-off))
+				off = cur.end()
+				c.maxOffset.Store(off)
+			}
+			if cur, err = c.roll(); err != nil {
+				return out, c.fail(err)
+			}
+		}
+		k := QueueKey{m.Topic, m.QueueID}
+		qo := c.queueOffsets[k]
+		pos := off - cur.start
+		EncodeRecord(cur.data[pos:pos+int64(size)], m, qo, off, storeTimestamp, c.storeHost)
+		c.queueOffsets[k] = qo + 1
+		out = append(out, AppendResult{PhyOffset: off, Size: int32(size), QueueOffset: qo, StoreTimestamp: storeTimestamp})
+		off += int64(size)
+	}
+	c.maxOffset.Store(off)
+	return out, nil
+}
+
+// AppendRaw writes bytes copied from another broker's CommitLog at exactly
+// offset at (a slave replicating its master). at must equal MaxOffset; the
+// bytes must be whole records and blank fillers as the master wrote them.
+// Queue offsets are taken from the records.
+func (c *CommitLog) AppendRaw(at int64, data []byte) error {
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	if at != c.maxOffset.Load() {
+		return fmt.Errorf("commitlog: raw append at %d, log ends at %d", at, c.maxOffset.Load())
+	}
+	for len(data) > 0 {
+		segs := c.segments()
+		var cur *segment
+		if len(segs) > 0 && segs[len(segs)-1].end() > at {
+			cur = segs[len(segs)-1]
+		} else {
+			var err error
+			if cur, err = c.roll(); err != nil {
+				return c.fail(err)
+			}
+		}
+		n := copy(cur.data[at-cur.start:], data)
+		for p := 0; p < n; {
+			size, magic, ok := PeekHeader(data[p:n])
+			if !ok || size <= 0 || int(size) > n-p {
+				return fmt.Errorf("%w: raw append at %d: partial record", ErrCorrupt, at+int64(p))
+			}
+			if magic != MagicBlank {
+				r, err := DecodeRecord(data[p:n], false)
+				if err != nil {
+					return fmt.Errorf("%w: raw append at %d: %w", ErrCorrupt, at+int64(p), err)
+				}
+				c.queueOffsets[QueueKey{string(r.Topic), r.QueueID}] = r.QueueOffset + 1
+			}
+			p += int(size)
+		}
+		at += int64(n)
+		data = data[n:]
+		c.maxOffset.Store(at)
+	}
+	return nil
+}
+
+// Flush makes every byte below upTo (capped at MaxOffset) durable and returns
+// the new flushed offset. A failed sync is sticky: it and every later call
+// return an error wrapping ErrFlushFailed and the flushed offset never moves
+// again.
+func (c *CommitLog) Flush(upTo int64) (int64, error) {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	if c.flushErr != nil {
+		return c.flushed.Load(), c.flushErr
+	}
+	upTo = min(upTo, c.maxOffset.Load())
+	from := c.flushed.Load()
+	for from < upTo {
+		s := c.findSegment(from)
+		if s == nil {
+			break
+		}
+		end := min(upTo, s.end())
+		if err := s.f.SyncRange(from-s.start, end-from); err != nil {
+			c.flushErr = fmt.Errorf("%w: sync %s [%d, %d): %w", ErrFlushFailed, segmentName(s.start), from, end, err)
+			c.fail(c.flushErr)
+			return c.flushed.Load(), c.flushErr
+		}
+		from = end
+		c.flushed.Store(from)
+	}
+	return c.flushed.Load(), nil
+}
+
+// Read returns the n bytes at off without copying: the slice aliases the
+// mapping and stays valid until retention removes the segment (at the second
+// retention pass after the removal). It fails if the range is not written or
+// crosses a segment end.
+func (c *CommitLog) Read(off int64, n int) ([]byte, error) {
+	if off < 0 || n < 0 || off+int64(n) > c.maxOffset.Load() {
+		return nil, fmt.Errorf("commitlog: read [%d, %d) outside the written log [%d, %d)", off, off+int64(n), c.MinOffset(), c.MaxOffset())
+	}
+	s := c.findSegment(off)
+	if s == nil {
+		return nil, fmt.Errorf("commitlog: read at %d: offset below the log's minimum %d (deleted by retention)", off, c.MinOffset())
+	}
+	pos := off - s.start
+	if pos+int64(n) > int64(len(s.data)) {
+		return nil, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s", off, off+int64(n), segmentName(s.start))
+	}
+	return s.data[pos : pos+int64(n) : pos+int64(n)], nil
+}
+
+// ReadRecord decodes the record at off. size, if positive, is what the
+// ConsumeQueue says the record's size is and must match.
+func (c *CommitLog) ReadRecord(off int64, size int32, checkCRC bool) (Record, error) {
+	if size <= 0 {
+		b, err := c.Read(off, 8)
+		if err != nil {
+			return Record{}, err
+		}
+		size, _, _ = PeekHeader(b)
+		if size <= 0 {
+			return Record{}, fmt.Errorf("%w: record at %d has size %d", ErrCorrupt, off, size)
+		}
+	}
+	b, err := c.Read(off, int(size))
+	if err != nil {
+		return Record{}, err
+	}
+	r, err := DecodeRecord(b, checkCRC)
+	if err != nil {
+		return r, fmt.Errorf("commitlog: record at %d: %w", off, err)
+	}
+	if r.PhysicalOffset != off || r.TotalSize != size {
+		return r, fmt.Errorf("%w: record at %d claims offset %d size %d (want size %d)", ErrCorrupt, off, r.PhysicalOffset, r.TotalSize, size)
+	}
+	return r, nil
+}
+
+// ReadChunk returns up to max bytes at off, stopping at the end of the log or
+// of the segment (replication streams whole segments' bytes this way).
+func (c *CommitLog) ReadChunk(off int64, max int) ([]byte, error) {
+	end := c.maxOffset.Load()
+	if off >= end {
+		return nil, nil
+	}
+	s := c.findSegment(off)
+	if s == nil {
+		return nil, fmt.Errorf("commitlog: chunk at %d below the log's minimum %d", off, c.MinOffset())
+	}
+	n := min(int64(max), s.end()-off, end-off)
+	return c.Read(off, int(n))
+}
+
+// truncate cuts the log at off: zeroes the rest of its segment, syncs it, and
+// removes every later segment. Recovery only.
+func (c *CommitLog) truncate(off int64) error {
+	segs := c.segments()
+	keep := segs[:0:0]
+	for _, s := range segs {
+		switch {
+		case s.end() <= off:
+			keep = append(keep, s)
+		case s.start < off || (s.start == off && s.start == segs[0].start):
+			pos := off - s.start
+			clear(s.data[pos:])
+			if err := s.f.SyncRange(pos, int64(len(s.data))-pos); err != nil {
+				return fmt.Errorf("commitlog: truncate %s at %d: %w", segmentName(s.start), pos, err)
+			}
+			keep = append(keep, s)
+		default:
+			s.f.Close()
+			if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
+				return fmt.Errorf("commitlog: remove segment %s: %w", segmentName(s.start), err)
+			}
+		}
+	}
+	if err := c.fs.SyncDir(c.dir); err != nil {
+		return fmt.Errorf("commitlog: sync dir after truncate: %w", err)
+	}
+	c.segs.Store(&keep)
+	c.maxOffset.Store(off)
+	c.flushed.Store(off)
+	return nil
+}
+
+// deleteOldest removes the oldest segment (retention). The last segment is
+// never removed.
+func (c *CommitLog) deleteOldest() error {
+	segs := c.segments()
+	if len(segs) < 2 {
+		return nil
+	}
+	s := segs[0]
+	if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
+		return fmt.Errorf("commitlog: remove segment %s: %w", segmentName(s.start), err)
+	}
+	rest := slices.Clone(segs[1:])
+	c.segs.Store(&rest)
+	c.graveyard = append(c.graveyard, s)
+	return nil
+}
+
+// buryDead closes segments removed by an earlier retention pass.
+func (c *CommitLog) buryDead() {
+	for _, s := range c.graveyard {
+		s.f.Close()
+	}
+	c.graveyard = c.graveyard[:0]
+}
+
+func (c *CommitLog) close() error {
+	var errs []error
+	for _, s := range c.segments() {
+		errs = append(errs, s.f.Close())
+	}
+	if c.next != nil {
+		errs = append(errs, c.next.f.Close())
+		c.next = nil
+	}
+	c.buryDead()
+	empty := []*segment{}
+	c.segs.Store(&empty)
+	return errors.Join(errs...)
+}

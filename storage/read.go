@@ -1,0 +1,175 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/wharfmq/wharf/storage/cq"
+	"github.com/wharfmq/wharf/storage/index"
+)
+
+// GetStatus is the outcome of GetMessages, as RocketMQ's GetMessageStatus.
+type GetStatus int
+
+const (
+	GetFound               GetStatus = iota // messages returned
+	GetNoMatchedMessage                     // entries read, none matched the filter
+	GetNoMessageInQueue                     // the queue is empty
+	GetOffsetTooSmall                       // below the queue's min offset (deleted by retention)
+	GetOffsetOverflowOne                    // exactly at the max offset: wait for new messages
+	GetOffsetOverflowBadly                  // beyond the max offset
+	GetNoMatchedLogicQueue                  // no such queue
+)
+
+var getStatusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL",
+	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "NO_MATCHED_LOGIC_QUEUE"}
+
+func (s GetStatus) String() string {
+	if int(s) < len(getStatusNames) {
+		return getStatusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is what GetMessages read.
+type GetResult struct {
+	Status          GetStatus
+	Records         [][]byte // whole encoded records, aliasing the log's mapping
+	QueueOffsets    []int64  // queue offset of each record
+	NextBeginOffset int64    // where the next pull should start
+	MinOffset       int64
+	MaxOffset       int64
+	// MaxPhyOffset and LastPhyOffset let the broker suggest reading from a
+	// slave when the consumer is far behind the log's head.
+	MaxPhyOffset  int64
+	LastPhyOffset int64
+}
+
+// GetMessages reads up to max messages (and about maxBytes) of queue k from
+// queue offset from, keeping those whose tags code passes filter (nil keeps
+// all). It is called by the owner of the queue's dispatch; records are not
+// copied.
+func (s *Store) GetMessages(k QueueKey, from int64, max, maxBytes int, filter func(tagsCode int64) bool) (GetResult, error) {
+	res := GetResult{MaxPhyOffset: s.cl.MaxOffset(), NextBeginOffset: from}
+	q, err := s.ConsumeQueue(k, false)
+	if err != nil {
+		return res, err
+	}
+	if q == nil {
+		res.Status, res.NextBeginOffset = GetNoMatchedLogicQueue, 0
+		return res, nil
+	}
+	res.MinOffset, res.MaxOffset = q.MinOffset(), q.MaxOffset()
+	switch {
+	case res.MaxOffset == 0:
+		res.Status, res.NextBeginOffset = GetNoMessageInQueue, 0
+		return res, nil
+	case from < res.MinOffset:
+		res.Status, res.NextBeginOffset = GetOffsetTooSmall, res.MinOffset
+		return res, nil
+	case from == res.MaxOffset:
+		res.Status = GetOffsetOverflowOne
+		return res, nil
+	case from > res.MaxOffset:
+		res.Status, res.NextBeginOffset = GetOffsetOverflowBadly, res.MaxOffset
+		return res, nil
+	}
+	if max <= 0 {
+		max = 32
+	}
+	if maxBytes <= 0 {
+		maxBytes = 16 << 20
+	}
+	var entries [64]cq.Entry
+	next, bytes := from, 0
+	minPhy := s.cl.MinOffset()
+	for len(res.Records) < max && bytes < maxBytes && next < res.MaxOffset {
+		batch, err := q.Read(next, min(len(entries), max-len(res.Records)+16), entries[:0])
+		if err != nil {
+			if errors.Is(err, cq.ErrOffsetTooSmall) {
+				res.Status, res.NextBeginOffset = GetOffsetTooSmall, q.MinOffset()
+				return res, nil
+			}
+			return res, fmt.Errorf("storage: read consume queue %s at %d: %w", k, next, err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, e := range batch {
+			if len(res.Records) >= max || bytes >= maxBytes {
+				break
+			}
+			qo := next
+			next++
+			if !e.Valid() || e.Offset < minPhy { // a gap filler, or deleted from the log
+				continue
+			}
+			res.LastPhyOffset = e.Offset
+			if filter != nil && !filter(e.TagsCode) {
+				continue
+			}
+			b, err := s.cl.Read(e.Offset, int(e.Size))
+			if err != nil {
+				return res, fmt.Errorf("storage: queue %s offset %d: %w", k, qo, err)
+			}
+			res.Records = append(res.Records, b)
+			res.QueueOffsets = append(res.QueueOffsets, qo)
+			bytes += len(b)
+		}
+	}
+	res.NextBeginOffset = next
+	if len(res.Records) > 0 {
+		res.Status = GetFound
+	} else {
+		res.Status = GetNoMatchedMessage
+	}
+	return res, nil
+}
+
+// QueryByKey returns the records of topic whose KEYS or UNIQ_KEY contain key,
+// stored in [beginMs, endMs], newest first, at most max. Index hits are
+// re-checked against the records (hashes collide).
+func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int) ([]Record, error) {
+	if s.idx == nil {
+		return nil, errors.New("storage: query by key: messageIndexEnable is false")
+	}
+	offs, err := s.idx.Query(index.KeyOf(topic, key), beginMs, endMs, max*2+8)
+	if err != nil {
+		return nil, fmt.Errorf("storage: query by key: %w", err)
+	}
+	var out []Record
+	for _, off := range offs {
+		if len(out) >= max {
+			break
+		}
+		r, err := s.cl.ReadRecord(off, 0, false)
+		if err != nil {
+			continue // deleted by retention, or a stale index entry
+		}
+		if string(r.Topic) != topic || !recordHasKey(&r, key) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func recordHasKey(r *Record, key string) bool {
+	found := false
+	EachProperty(r.Properties, func(k, v []byte) {
+		switch string(k) {
+		case PropUniqKey:
+			if string(v) == key {
+				found = true
+			}
+		case PropKeys:
+			for f := range strings.FieldsSeq(string(v)) {
+				if f == key {
+					found = true
+				}
+			}
+		}
+	})
+	return found
+}

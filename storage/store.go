@@ -1,0 +1,414 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/wharfmq/wharf/storage/cq"
+	"github.com/wharfmq/wharf/storage/index"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// Config configures a Store. Field names follow RocketMQ's broker.conf keys.
+type Config struct {
+	StorePathRootDir           string
+	MappedFileSizeCommitLog    int64 // bytes per CommitLog segment
+	MappedFileSizeConsumeQueue int   // entries per ConsumeQueue file (RocketMQ counts bytes; Wharf counts entries)
+	MaxMessageSize             int   // largest encoded record
+	MessageIndexEnable         bool
+	MaxHashSlotNum             int
+	MaxIndexNum                int
+	CheckCRCOnRecover          bool
+	StoreHost                  netip.AddrPort
+	WarmMappedFileEnable       bool // pre-touch new segments
+
+	Retention RetentionPolicy
+}
+
+// DefaultConfig returns RocketMQ's defaults with the root at root.
+func DefaultConfig(root string) Config {
+	return Config{
+		StorePathRootDir:           root,
+		MappedFileSizeCommitLog:    1 << 30,
+		MappedFileSizeConsumeQueue: 300_000,
+		MaxMessageSize:             4 << 20,
+		MessageIndexEnable:         true,
+		MaxHashSlotNum:             5_000_000,
+		MaxIndexNum:                20_000_000,
+		CheckCRCOnRecover:          true,
+		Retention:                  DefaultRetention(),
+	}
+}
+
+// Store is the broker's message store: the CommitLog, its ConsumeQueues and
+// its IndexFile, with the checkpoint and abort files that make recovery
+// possible.
+//
+// Ownership: one writer calls AppendBatch; one flusher calls Flush; one
+// dispatcher calls Dispatch (and owns the ConsumeQueues' and index's writes).
+// Readers (GetMessages, Query) may run on other goroutines.
+type Store struct {
+	fs  vfs.FS
+	cfg Config
+	cl  *CommitLog
+
+	mu  sync.RWMutex // guards the cqs map (not the queues' contents)
+	cqs map[QueueKey]*cq.Queue
+
+	idx *index.Index
+
+	dispatched  int64 // reput position: records below are in ConsumeQueues and index
+	lastStoreTs int64 // store timestamp of the last dispatched record
+
+	diskFull bool
+	closed   bool
+}
+
+// Paths of the store's files under the root.
+func (s *Store) commitLogDir() string    { return path.Join(s.cfg.StorePathRootDir, "commitlog") }
+func (s *Store) consumeQueueDir() string { return path.Join(s.cfg.StorePathRootDir, "consumequeue") }
+func (s *Store) indexDir() string        { return path.Join(s.cfg.StorePathRootDir, "index") }
+func (s *Store) abortPath() string       { return path.Join(s.cfg.StorePathRootDir, "abort") }
+func (s *Store) checkpointPath() string  { return path.Join(s.cfg.StorePathRootDir, checkpointName) }
+func (s *Store) cqDir(k QueueKey) string {
+	return path.Join(s.consumeQueueDir(), k.Topic, strconv.Itoa(int(k.QueueID)))
+}
+
+// Open opens (creating if needed) the store at cfg.StorePathRootDir and
+// recovers it: after a clean stop it trusts the checkpoint; after an unclean
+// one (the abort file is present) it validates the log's tail, cuts a torn
+// tail and brings ConsumeQueues and the index back in line. It then writes the
+// abort file, which only Close removes.
+func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
+	if cfg.StorePathRootDir == "" {
+		return nil, nil, errors.New("storage: storePathRootDir is empty")
+	}
+	if cfg.MappedFileSizeConsumeQueue <= 0 {
+		return nil, nil, fmt.Errorf("storage: mappedFileSizeConsumeQueue %d must be positive", cfg.MappedFileSizeConsumeQueue)
+	}
+	s := &Store{fs: fsys, cfg: cfg, cqs: map[QueueKey]*cq.Queue{}}
+	if err := fsys.MkdirAll(cfg.StorePathRootDir); err != nil {
+		return nil, nil, fmt.Errorf("storage: %w", err)
+	}
+	cl, err := openCommitLog(fsys, s.commitLogDir(), CommitLogOptions{
+		SegmentSize:    cfg.MappedFileSizeCommitLog,
+		MaxMessageSize: cfg.MaxMessageSize,
+		StoreHost:      cfg.StoreHost,
+		Prefault:       cfg.WarmMappedFileEnable,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: %w", err)
+	}
+	s.cl = cl
+	rep, err := s.recover()
+	if err != nil {
+		s.closeFiles()
+		return nil, rep, fmt.Errorf("storage: recovery of %s: %w", cfg.StorePathRootDir, err)
+	}
+	if err := s.createAbort(); err != nil {
+		s.closeFiles()
+		return nil, rep, err
+	}
+	return s, rep, nil
+}
+
+func (s *Store) createAbort() error {
+	_ = s.fs.Remove(s.abortPath())
+	f, err := s.fs.Create(s.abortPath(), 0)
+	if err != nil {
+		return fmt.Errorf("storage: create abort file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("storage: create abort file: %w", err)
+	}
+	if err := s.fs.SyncDir(s.cfg.StorePathRootDir); err != nil {
+		return fmt.Errorf("storage: sync root after abort file: %w", err)
+	}
+	return nil
+}
+
+// CommitLog returns the store's log.
+func (s *Store) CommitLog() *CommitLog { return s.cl }
+
+// ConsumeQueue returns the queue of k, creating it if create is set. It
+// returns nil if the queue does not exist and create is false.
+func (s *Store) ConsumeQueue(k QueueKey, create bool) (*cq.Queue, error) {
+	s.mu.RLock()
+	q := s.cqs[k]
+	s.mu.RUnlock()
+	if q != nil || !create {
+		return q, nil
+	}
+	if err := ValidateTopic(k.Topic); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q = s.cqs[k]; q != nil {
+		return q, nil
+	}
+	q, err := cq.Open(s.fs, s.cqDir(k), s.cfg.MappedFileSizeConsumeQueue)
+	if err != nil {
+		return nil, fmt.Errorf("storage: consume queue %s: %w", k, err)
+	}
+	s.cqs[k] = q
+	return q, nil
+}
+
+// Queues lists every queue that has a ConsumeQueue.
+func (s *Store) Queues() []QueueKey {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]QueueKey, 0, len(s.cqs))
+	for k := range s.cqs {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// ErrDiskFull is returned by appends while the disk is above
+// diskSpaceWarningLevelRatio.
+var ErrDiskFull = errors.New("disk full")
+
+// AppendBatch stores msgs; see CommitLog.AppendBatch. It refuses writes while
+// the disk is full.
+func (s *Store) AppendBatch(msgs []*Message, storeTimestamp int64, out []AppendResult) ([]AppendResult, error) {
+	if s.diskFull {
+		return out[:0], fmt.Errorf("storage: %w: usage above diskSpaceWarningLevelRatio %.0f%%; writes resume below %.0f%%",
+			ErrDiskFull, s.cfg.Retention.DiskSpaceWarningLevelRatio*100, (s.cfg.Retention.DiskSpaceWarningLevelRatio-diskFullHysteresis)*100)
+	}
+	return s.cl.AppendBatch(msgs, storeTimestamp, out)
+}
+
+// Flush makes the log durable up to upTo; see CommitLog.Flush.
+func (s *Store) Flush(upTo int64) (int64, error) { return s.cl.Flush(upTo) }
+
+// DispatchRequest is what the reput of one record produces: its ConsumeQueue
+// entry and its index keys.
+type DispatchRequest struct {
+	Key            QueueKey
+	QueueOffset    int64
+	Entry          cq.Entry
+	StoreTimestamp int64
+	Keys           string // KEYS property, space-separated
+	UniqKey        string
+}
+
+// ForEachRecord decodes the records in [from, to) in order and calls fn with
+// each record's offset; blank fillers are skipped. It stops at the first
+// record that does not decode and returns its offset with the error, so the
+// caller can tell where valid data ends. next is where it stopped.
+func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, r *Record) error) (next int64, err error) {
+	off := from
+	for off < to {
+		seg := s.cl.findSegment(off)
+		if seg == nil {
+			return off, fmt.Errorf("storage: offset %d is not in the log [%d, %d)", off, s.cl.MinOffset(), s.cl.MaxOffset())
+		}
+		pos := off - seg.start
+		limit := min(to, seg.end()) - seg.start
+		b := seg.data[pos:limit]
+		size, magic, ok := PeekHeader(b)
+		if ok && magic == MagicBlank {
+			if int64(size) != seg.end()-off {
+				return off, fmt.Errorf("%w: blank record at %d claims %d bytes, segment has %d left", ErrBadLength, off, size, seg.end()-off)
+			}
+			off = seg.end()
+			continue
+		}
+		r, err := DecodeRecord(b, checkCRC)
+		if err != nil {
+			return off, err
+		}
+		if r.PhysicalOffset != off {
+			return off, fmt.Errorf("%w: record at %d says it is at %d", ErrBadLength, off, r.PhysicalOffset)
+		}
+		if err := fn(off, &r); err != nil {
+			return off, err
+		}
+		off += int64(r.TotalSize)
+	}
+	return off, nil
+}
+
+// NewDispatchRequest builds the dispatch request of a decoded record.
+func NewDispatchRequest(off int64, r *Record) DispatchRequest {
+	d := DispatchRequest{
+		Key:            QueueKey{string(r.Topic), r.QueueID},
+		QueueOffset:    r.QueueOffset,
+		Entry:          cq.Entry{Offset: off, Size: r.TotalSize},
+		StoreTimestamp: r.StoreTimestamp,
+	}
+	EachProperty(r.Properties, func(k, v []byte) {
+		switch string(k) {
+		case PropTags:
+			d.Entry.TagsCode = TagsHashCode(string(v))
+		case PropKeys:
+			d.Keys = string(v)
+		case PropUniqKey:
+			d.UniqKey = string(v)
+		}
+	})
+	return d
+}
+
+// applyCQ adds the entry of d to its ConsumeQueue. Re-dispatching an entry
+// already there is a no-op; an entry that disagrees with the log (left by a
+// crash) is cut away and rewritten, because the log is the truth.
+func (s *Store) applyCQ(d *DispatchRequest) error {
+	q, err := s.ConsumeQueue(d.Key, true)
+	if err != nil {
+		return err
+	}
+	if d.QueueOffset < q.MaxOffset() {
+		if e, err := q.Get(d.QueueOffset); err == nil && e == d.Entry {
+			return nil
+		}
+		if err := q.TruncateTo(d.QueueOffset); err != nil {
+			return fmt.Errorf("storage: consume queue %s: %w", d.Key, err)
+		}
+	}
+	if err := q.Append(d.QueueOffset, d.Entry); err != nil {
+		return fmt.Errorf("storage: consume queue %s: %w", d.Key, err)
+	}
+	return nil
+}
+
+// applyIndex adds the keys of d to the index.
+func (s *Store) applyIndex(d *DispatchRequest) error {
+	if s.idx == nil {
+		return nil
+	}
+	if d.UniqKey != "" {
+		if err := s.idx.Put(index.KeyOf(d.Key.Topic, d.UniqKey), d.Entry.Offset, d.StoreTimestamp); err != nil {
+			return fmt.Errorf("storage: index: %w", err)
+		}
+	}
+	for k := range strings.FieldsSeq(d.Keys) {
+		if err := s.idx.Put(index.KeyOf(d.Key.Topic, k), d.Entry.Offset, d.StoreTimestamp); err != nil {
+			return fmt.Errorf("storage: index: %w", err)
+		}
+	}
+	return nil
+}
+
+// Dispatch builds ConsumeQueue entries and index keys for the records in
+// [Dispatched(), upTo) and calls fn (if not nil) for each, after its entry is
+// in place (the broker wakes long polls there). It returns the new reput
+// position.
+func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
+	upTo = min(upTo, s.cl.MaxOffset())
+	next, err := s.ForEachRecord(s.dispatched, upTo, false, func(off int64, r *Record) error {
+		d := NewDispatchRequest(off, r)
+		if err := s.applyCQ(&d); err != nil {
+			return err
+		}
+		if err := s.applyIndex(&d); err != nil {
+			return err
+		}
+		s.lastStoreTs = d.StoreTimestamp
+		if fn != nil {
+			fn(&d)
+		}
+		return nil
+	})
+	s.dispatched = next
+	if err != nil {
+		return next, fmt.Errorf("storage: dispatch at %d: %w", next, err)
+	}
+	return next, nil
+}
+
+// Dispatched is the reput position.
+func (s *Store) Dispatched() int64 { return s.dispatched }
+
+// Checkpoint flushes the ConsumeQueues and the index and records, durably,
+// how far the log, the queues and the index are safe. The broker calls it on
+// an interval; recovery after a crash starts from the last one.
+func (s *Store) Checkpoint() error { return s.checkpoint(false) }
+
+func (s *Store) checkpoint(clean bool) error {
+	cp := &checkpoint{Clean: clean, CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(),
+		Dispatched: s.dispatched, Indexed: s.dispatched, LogicsMsgTime: s.lastStoreTs,
+		ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
+	s.mu.RLock()
+	queues := make([]*cq.Queue, 0, len(s.cqs))
+	keys := make([]QueueKey, 0, len(s.cqs))
+	for k, q := range s.cqs {
+		keys = append(keys, k)
+		queues = append(queues, q)
+	}
+	s.mu.RUnlock()
+	for i, q := range queues {
+		if err := q.Flush(); err != nil {
+			return fmt.Errorf("storage: flush consume queue %s: %w", keys[i], err)
+		}
+		m := queueMark{Key: keys[i], Max: q.MaxOffset(), LastPhy: -1}
+		if e, ok := q.LastEntry(); ok {
+			m.LastPhy = e.Offset
+		}
+		cp.Queues = append(cp.Queues, m)
+	}
+	sortQueueMarks(cp.Queues)
+	if s.idx != nil {
+		if err := s.idx.Flush(); err != nil {
+			return fmt.Errorf("storage: flush index: %w", err)
+		}
+	}
+	if err := writeFileAtomic(s.fs, s.checkpointPath(), cp.encode()); err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Close flushes everything, writes a clean checkpoint and removes the abort
+// file, so the next Open trusts the checkpoint. If the log cannot be fully
+// flushed or dispatched, the abort file stays and the next Open recovers.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if _, err := s.Dispatch(s.cl.MaxOffset(), nil); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := s.cl.Flush(s.cl.MaxOffset()); err != nil {
+		errs = append(errs, err)
+	}
+	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() && s.dispatched == s.cl.MaxOffset()
+	if err := s.checkpoint(clean); err != nil {
+		errs = append(errs, err)
+		clean = false
+	}
+	if clean {
+		if err := s.fs.Remove(s.abortPath()); err != nil {
+			errs = append(errs, fmt.Errorf("storage: remove abort file: %w", err))
+		} else if err := s.fs.SyncDir(s.cfg.StorePathRootDir); err != nil {
+			errs = append(errs, fmt.Errorf("storage: sync root: %w", err))
+		}
+	}
+	errs = append(errs, s.closeFiles())
+	return errors.Join(errs...)
+}
+
+func (s *Store) closeFiles() error {
+	var errs []error
+	s.mu.Lock()
+	for _, q := range s.cqs {
+		errs = append(errs, q.Close())
+	}
+	s.cqs = map[QueueKey]*cq.Queue{}
+	s.mu.Unlock()
+	if s.idx != nil {
+		errs = append(errs, s.idx.Close())
+		s.idx = nil
+	}
+	errs = append(errs, s.cl.close())
+	return errors.Join(errs...)
+}
