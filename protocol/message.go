@@ -65,7 +65,12 @@ func (m *Message) Tags() string { return m.Properties[PropertyTags] }
 func (m *Message) SetTags(tags string) { m.SetProperty(PropertyTags, tags) }
 
 // Keys returns the KEYS property split on spaces.
-func (m *Message) Keys() []string { return strings.Fields(m.Properties[PropertyKeys]) }
+func (m *Message) Keys() []string {
+	if m.Properties[PropertyKeys] == "" {
+		return nil
+	}
+	return strings.Fields(m.Properties[PropertyKeys])
+}
 
 // SetKeys sets the KEYS property to the keys joined by spaces. A key
 // containing a space becomes several keys.
@@ -281,62 +286,84 @@ func decodeProperties(r *reader) (map[string]string, error) {
 	return props, nil
 }
 
+// minListElem is the smallest encoding of a list element this package
+// accepts: every message map has a "body" key (0x81 0xa4 "body" 0xc4 0x00 is
+// 8 bytes), and other lists are held to the same bound. A list may therefore
+// declare at most len/8 elements, which keeps the memory of the decoded
+// slice within a small multiple of the input even for lists of empty maps.
+const minListElem = 8
+
 // decodeMessage decodes one message map into m, and into x's extra fields
 // if x is not nil (then m is &x.Message). Unknown keys are skipped. Body
-// aliases r's bytes.
+// aliases r's bytes. The "body" key is required.
 func decodeMessage(r *reader, m *Message, x *MessageExt) error {
 	n, err := r.mapLen()
 	if err != nil {
 		return err
 	}
+	sawBody := false
 	for range n {
 		key, err := r.rawStr()
 		if err != nil {
 			return err
 		}
-		switch k := string(key); {
-		case k == "topic":
+		switch string(key) {
+		case "topic":
 			m.Topic, err = r.str()
-		case k == "flag":
+		case "flag":
 			m.Flag, err = r.int32()
-		case k == "body":
+		case "body":
 			m.Body, err = r.rawStr()
-		case k == "properties":
+			sawBody = true
+		case "properties":
 			m.Properties, err = decodeProperties(r)
-		case x == nil:
-			err = r.skip()
-		case k == "queueId":
-			x.QueueID, err = r.int32()
-		case k == "queueOffset":
-			x.QueueOffset, err = r.int64()
-		case k == "commitLogOffset":
-			x.CommitLogOffset, err = r.int64()
-		case k == "storeSize":
-			x.StoreSize, err = r.int32()
-		case k == "bornTimestamp":
-			x.BornTimestamp, err = r.int64()
-		case k == "storeTimestamp":
-			x.StoreTimestamp, err = r.int64()
-		case k == "bornHost":
-			x.BornHost, err = r.str()
-		case k == "storeHost":
-			x.StoreHost, err = r.str()
-		case k == "msgId":
-			x.MsgID, err = r.str()
-		case k == "reconsumeTimes":
-			x.ReconsumeTimes, err = r.int32()
-		case k == "sysFlag":
-			x.SysFlag, err = r.int32()
-		case k == "bodyCRC":
-			x.BodyCRC, err = r.uint32()
 		default:
-			err = r.skip()
+			if x == nil {
+				err = r.skip()
+			} else {
+				err = decodeExtField(r, x, key)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("message %q: %w", key, err)
 		}
 	}
+	if !sawBody {
+		return r.errf("message without a \"body\" key")
+	}
 	return nil
+}
+
+func decodeExtField(r *reader, x *MessageExt, key []byte) (err error) {
+	switch string(key) {
+	case "queueId":
+		x.QueueID, err = r.int32()
+	case "queueOffset":
+		x.QueueOffset, err = r.int64()
+	case "commitLogOffset":
+		x.CommitLogOffset, err = r.int64()
+	case "storeSize":
+		x.StoreSize, err = r.int32()
+	case "bornTimestamp":
+		x.BornTimestamp, err = r.int64()
+	case "storeTimestamp":
+		x.StoreTimestamp, err = r.int64()
+	case "bornHost":
+		x.BornHost, err = r.str()
+	case "storeHost":
+		x.StoreHost, err = r.str()
+	case "msgId":
+		x.MsgID, err = r.str()
+	case "reconsumeTimes":
+		x.ReconsumeTimes, err = r.int32()
+	case "sysFlag":
+		x.SysFlag, err = r.int32()
+	case "bodyCRC":
+		x.BodyCRC, err = r.uint32()
+	default:
+		err = r.skip()
+	}
+	return err
 }
 
 // decodeList validates body and decodes a msgpack array of at most max
@@ -356,6 +383,9 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	}
 	if n > max {
 		return nil, fmt.Errorf("%w: %s: %d elements, limit %d", ErrFrameIllegal, what, n, max)
+	}
+	if n > (len(body)-r.p)/minListElem {
+		return nil, fmt.Errorf("%w: %s: %d elements in %d bytes (each needs %d)", ErrFrameIllegal, what, n, len(body)-r.p, minListElem)
 	}
 	out := make([]T, 0, min(n, 16))
 	for i := range n {

@@ -1,0 +1,83 @@
+package protocol
+
+import "testing"
+
+func benchSend() *SendRequest {
+	return &SendRequest{ProducerGroup: "bench-producer", Topic: "bench", QueueID: 3, BornTimestamp: 1700000000000,
+		Properties: map[string]string{PropertyTags: "t", PropertyUniqKey: "0A0102032345DEADBEEF01020304ABCD"},
+		Body:       make([]byte, 1024)}
+}
+
+func BenchmarkEncodeSend1KiB(b *testing.B) {
+	req := benchSend()
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		var err error
+		if buf, err = AppendRequest(buf[:0], 1, 0, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeSend1KiB(b *testing.B) {
+	frame, err := AppendRequest(nil, 1, 0, benchSend())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		n, err := Split(frame, Limits{})
+		if err != nil || n != len(frame) {
+			b.Fatal(n, err)
+		}
+		f, err := DecodeFrame(frame, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeRequest(f, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodePull32x1KiB(b *testing.B) {
+	msgs := make([]MessageExt, 32)
+	for i := range msgs {
+		msgs[i] = sampleExt
+		msgs[i].Body = make([]byte, 1024)
+	}
+	resp := &PullResponse{NextBeginOffset: 32, MaxOffset: 32, Messages: msgs}
+	buf := make([]byte, 0, 64<<10)
+	b.ReportAllocs()
+	b.SetBytes(32 * 1024)
+	for b.Loop() {
+		var err error
+		if buf, err = AppendResponse(buf[:0], CodePullMessage, 1, StatusOK, "", resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodePull32x1KiB(b *testing.B) {
+	msgs := make([]MessageExt, 32)
+	for i := range msgs {
+		msgs[i] = sampleExt
+		msgs[i].Body = make([]byte, 1024)
+	}
+	frame, _ := AppendResponse(nil, CodePullMessage, 1, StatusOK, "", &PullResponse{Messages: msgs})
+	b.ReportAllocs()
+	b.SetBytes(32 * 1024)
+	for b.Loop() {
+		f, err := DecodeFrame(frame, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r PullResponse
+		if err := DecodeResponse(f, Limits{}, &r); err != nil || len(r.Messages) != 32 {
+			b.Fatal(err)
+		}
+	}
+}
