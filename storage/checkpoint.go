@@ -21,7 +21,7 @@ type checkpoint struct {
 	CLFlushed        int64 // every CommitLog byte below is durable
 	CLMax            int64 // end of the log when written (== CLFlushed when clean)
 	Dispatched       int64 // every ConsumeQueue entry of records below is durable
-	Indexed          int64 // every index entry of records below is durable
+	Indexed          int64 // the index's MaxPhyOffset after its last flush
 	PhysicMsgTime    int64 // store time of the last flushed record, ms
 	LogicsMsgTime    int64 // store time of the last dispatched record, ms
 	IndexMsgTime     int64

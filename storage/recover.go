@@ -98,7 +98,7 @@ func (s *Store) recover() (*RecoveryReport, error) {
 		durable, scanFrom = minOff, minOff
 		if cp != nil {
 			durable = clamp(cp.CLFlushed)
-			scanFrom = clamp(min(cp.Dispatched, cp.CLFlushed, cp.Indexed))
+			scanFrom = clamp(min(cp.Dispatched, cp.CLFlushed))
 		}
 		// Validate from the start of the segment holding scanFrom: the part
 		// of the log not yet known durable is where a tear can be.

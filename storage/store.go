@@ -334,7 +334,7 @@ func (s *Store) Checkpoint() error { return s.checkpoint(false) }
 
 func (s *Store) checkpoint(clean bool) error {
 	cp := &checkpoint{Clean: clean, CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(),
-		Dispatched: s.dispatched, Indexed: s.dispatched, LogicsMsgTime: s.lastStoreTs,
+		Dispatched: s.dispatched, LogicsMsgTime: s.lastStoreTs,
 		ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
 	s.mu.RLock()
 	queues := make([]*cq.Queue, 0, len(s.cqs))
@@ -359,6 +359,10 @@ func (s *Store) checkpoint(clean bool) error {
 		if err := s.idx.Flush(); err != nil {
 			return fmt.Errorf("storage: flush index: %w", err)
 		}
+		// Unflushed puts after this point may overwrite slots of flushed
+		// entries, so after a crash the index file holding this offset is
+		// rebuilt (index.TruncateAfter drops it).
+		cp.Indexed = s.idx.MaxPhyOffset()
 	}
 	if err := writeFileAtomic(s.fs, s.checkpointPath(), cp.encode()); err != nil {
 		return fmt.Errorf("storage: checkpoint: %w", err)
