@@ -9,5 +9,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addBrokerCommand(root)
+	addClientCommands(root)
 	return root
 }

@@ -1,0 +1,38 @@
+package actors
+
+import "github.com/wharfmq/wharf/protocol"
+
+// Conn is the Transport seam for one peer connection (a client today; slaves
+// and name servers later). Production connections are gnet connections
+// (netio); the simulator's are in-memory links.
+type Conn interface {
+	// ID identifies the connection for the life of the process.
+	ID() uint64
+	// RemoteAddr is the peer's address, for logs and stats.
+	RemoteAddr() string
+	// Write queues one encoded frame for sending and returns at once; the
+	// transport takes ownership of frame. A connection whose unsent bytes
+	// exceed its outbound limit (a peer that stopped reading) is closed by
+	// the transport, never buffered without bound.
+	Write(frame []byte)
+	// Close closes the connection; reason is logged.
+	Close(reason string)
+}
+
+// Inbound is one read burst of a connection: every complete request frame
+// that arrived together, in order. The transport hands the broker one
+// Inbound per burst, not one message per frame, so the writer can append a
+// whole burst as one batch.
+type Inbound struct {
+	Conn   Conn
+	Frames []*protocol.Frame
+}
+
+// Handler is what a transport delivers to: the broker.
+type Handler interface {
+	// Deliver hands over one read burst. It must not block.
+	Deliver(in *Inbound)
+	// Disconnected reports a closed connection; requests still held for it
+	// (long polls) are dropped.
+	Disconnected(c Conn)
+}
