@@ -139,7 +139,7 @@ func appendFrameFields(dst []byte, h *Frame, v Fields) ([]byte, error) {
 			return dst[:start], fmt.Errorf("protocol: encode %T body: %w", v, err)
 		}
 	}
-	if len(dst)-start-4 > math.MaxUint32 {
+	if int64(len(dst)-start-4) > math.MaxUint32 {
 		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, len(dst)-start)
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))

@@ -67,26 +67,26 @@ func Split(buf []byte, lim Limits) (frameLen int, err error) {
 		return 0, nil
 	}
 	lim = lim.norm()
-	length := int(binary.BigEndian.Uint32(buf))
-	if length > lim.MaxFrameSize-4 {
+	length := int64(binary.BigEndian.Uint32(buf))
+	if length > int64(lim.MaxFrameSize)-4 {
 		return 0, fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, 4+length, lim.MaxFrameSize)
 	}
 	if length < minLength {
 		return 0, fmt.Errorf("%w: declared length %d is too small", ErrFrameIllegal, length)
 	}
 	if len(buf) >= PrefixSize {
-		hl := int(binary.BigEndian.Uint32(buf[4:]))
-		if hl > lim.MaxHeaderSize {
+		hl := int64(binary.BigEndian.Uint32(buf[4:]))
+		if hl > int64(lim.MaxHeaderSize) {
 			return 0, fmt.Errorf("%w: header length %d, limit %d", ErrFrameTooLarge, hl, lim.MaxHeaderSize)
 		}
 		if hl == 0 || hl > length-4 {
 			return 0, fmt.Errorf("%w: header length %d in a frame of length %d", ErrFrameIllegal, hl, length)
 		}
 	}
-	if len(buf)-4 < length {
+	if int64(len(buf))-4 < length {
 		return 0, nil
 	}
-	return 4 + length, nil
+	return int(4 + length), nil
 }
 
 // DecodeFrame decodes one complete frame (as delimited by Split, length

@@ -189,7 +189,7 @@ func TestHostileInputsDoNotAllocate(t *testing.T) {
 
 func TestValidateAcceptsValid(t *testing.T) {
 	vals := []any{
-		nil, true, 0, -1, -33, 1 << 40, -1 << 40, 3.5, float32(1.5), "", "x", string(make([]byte, 40)),
+		nil, true, 0, -1, -33, int64(1) << 40, int64(-1) << 40, 3.5, float32(1.5), "", "x", string(make([]byte, 40)),
 		string(make([]byte, 300)), string(make([]byte, 70000)), []byte{}, make([]byte, 300), make([]byte, 70000),
 		[]int{1, 2, 3}, make([]int, 20), make([]int, 70000), map[string]int{"a": 1},
 		map[string][]any{"x": {1, "y", []any{map[string]any{}}}}, sampleExt,

@@ -1,6 +1,9 @@
 package protocol
 
-import "errors"
+import (
+	"errors"
+	"math"
+)
 
 // Limits bounds what a decoder accepts from a peer. Every limit is checked
 // before the bytes it guards are allocated. A zero field means "use the
@@ -53,8 +56,8 @@ func (l Limits) norm() Limits {
 	if l.MaxFrameSize <= 0 {
 		l.MaxFrameSize = d.MaxFrameSize
 	}
-	if l.MaxFrameSize > maxU32Frame {
-		l.MaxFrameSize = maxU32Frame
+	if int64(l.MaxFrameSize) > maxU32Frame {
+		l.MaxFrameSize = int(min(maxU32Frame, int64(math.MaxInt)))
 	}
 	if l.MaxHeaderSize <= 0 {
 		l.MaxHeaderSize = d.MaxHeaderSize
@@ -78,7 +81,7 @@ func (l Limits) norm() Limits {
 }
 
 // maxU32Frame is the largest frame the 32-bit length prefix can describe.
-const maxU32Frame = 4 + (1<<32 - 1)
+const maxU32Frame int64 = 4 + (1<<32 - 1)
 
 // Errors. Decoding errors wrap one of these sentinels; use errors.Is and
 // StatusOf to classify them.
