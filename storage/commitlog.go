@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -116,6 +117,12 @@ func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, err
 	}
 	var segs []*segment
 	for _, name := range names {
+		if strings.HasSuffix(name, preparedSuffix) { // prepared, never adopted
+			if err := fsys.Remove(path.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("commitlog: remove %s: %w", name, err)
+			}
+			continue
+		}
 		start, err := strconv.ParseInt(name, 10, 64)
 		if err != nil || len(name) != 20 {
 			continue // not a segment (a temp file, say)
@@ -201,9 +208,14 @@ func (c *CommitLog) findSegment(off int64) *segment {
 }
 
 // createSegment makes the segment starting at start and makes its directory
-// entry durable, so that a later flush of its bytes means something.
-func (c *CommitLog) createSegment(start int64) (*segment, error) {
+// entry durable, so that a later flush of its bytes means something. With
+// temp set it is created under a temporary name for AdoptSegment to rename.
+func (c *CommitLog) createSegment(start int64, temp bool) (*segment, error) {
 	name := path.Join(c.dir, segmentName(start))
+	if temp {
+		name += preparedSuffix
+		_ = c.fs.Remove(name)
+	}
 	f, err := c.fs.Create(name, c.segSize)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: create segment %s: %w", segmentName(start), err)
@@ -214,16 +226,22 @@ func (c *CommitLog) createSegment(start int64) (*segment, error) {
 		c.fs.Remove(name)
 		return nil, fmt.Errorf("commitlog: map segment %s: %w", segmentName(start), err)
 	}
-	if err := c.fs.SyncDir(c.dir); err != nil {
-		f.Close()
-		c.fs.Remove(name)
-		return nil, fmt.Errorf("commitlog: sync dir for segment %s: %w", segmentName(start), err)
+	if !temp {
+		if err := c.fs.SyncDir(c.dir); err != nil {
+			f.Close()
+			c.fs.Remove(name)
+			return nil, fmt.Errorf("commitlog: sync dir for segment %s: %w", segmentName(start), err)
+		}
 	}
 	if c.prefault {
 		vfs.Prefault(data)
 	}
 	return &segment{start: start, f: f, data: data}, nil
 }
+
+// preparedSuffix marks a segment prepared ahead of need and not yet adopted;
+// Open removes leftovers.
+const preparedSuffix = ".prepared"
 
 // Prepare creates the segment after the current one ahead of need, so the
 // append that rolls over does not pay for fallocate and page faults. The
@@ -233,7 +251,7 @@ func (c *CommitLog) Prepare() error {
 		return nil
 	}
 	start := c.nextSegmentStart()
-	s, err := c.createSegment(start)
+	s, err := c.createSegment(start, false)
 	if err != nil {
 		return err
 	}
@@ -260,7 +278,7 @@ func (c *CommitLog) roll() (*segment, error) {
 			s.f.Close()
 		}
 		var err error
-		if s, err = c.createSegment(c.nextSegmentStart()); err != nil {
+		if s, err = c.createSegment(c.nextSegmentStart(), false); err != nil {
 			return nil, err
 		}
 	}

@@ -75,8 +75,8 @@ func (s *Store) recover() (*RecoveryReport, error) {
 			s.cl.maxOffset.Store(cp.CLMax)
 			s.cl.flushed.Store(cp.CLMax)
 		}
-		s.dispatched = s.cl.MaxOffset()
-		rep.TruncatedAt = s.dispatched
+		s.dispatched.Store(s.cl.MaxOffset())
+		rep.TruncatedAt = s.dispatched.Load()
 		return rep, nil
 	}
 	minOff, logEnd := segs[0].start, segs[len(segs)-1].end()
@@ -189,7 +189,7 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("re-dispatch: %w", err)
 	}
-	s.dispatched = end
+	s.dispatched.Store(end)
 
 	// The topic-queue offset table follows from the ConsumeQueues, which now
 	// match the log exactly.

@@ -72,6 +72,23 @@ type RetentionReport struct {
 // and the ConsumeQueues); segments it removes are unmapped only at the next
 // pass, so readers that started before it finish safely.
 func (s *Store) Clean(now time.Time, force bool) (RetentionReport, error) {
+	rep, err := s.cleanLog(now, force)
+	if err != nil {
+		return rep, err
+	}
+	for _, k := range s.Queues() {
+		n, err := s.DeleteQueueBefore(k, rep.MinOffset)
+		if err != nil {
+			return rep, err
+		}
+		rep.DeletedCQFiles += n
+	}
+	n, err := s.DeleteIndexBefore(rep.MinOffset)
+	rep.DeletedIndex = n
+	return rep, err
+}
+
+func (s *Store) cleanLog(now time.Time, force bool) (RetentionReport, error) {
 	var rep RetentionReport
 	pol := s.cfg.Retention
 	s.cl.buryDead()
@@ -115,23 +132,6 @@ func (s *Store) Clean(now time.Time, force bool) (RetentionReport, error) {
 	}
 	minOff := s.cl.MinOffset()
 	rep.MinOffset = minOff
-	s.mu.RLock()
-	for k, q := range s.cqs {
-		n, err := q.DeleteBefore(minOff)
-		if err != nil {
-			s.mu.RUnlock()
-			return rep, fmt.Errorf("storage: retention: consume queue %s: %w", k, err)
-		}
-		rep.DeletedCQFiles += n
-	}
-	s.mu.RUnlock()
-	if s.idx != nil {
-		n, err := s.idx.DeleteBefore(minOff)
-		if err != nil {
-			return rep, fmt.Errorf("storage: retention: index: %w", err)
-		}
-		rep.DeletedIndex = n
-	}
 	switch {
 	case rep.UsedRatio > pol.DiskSpaceWarningLevelRatio:
 		s.diskFull = true

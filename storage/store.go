@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wharfmq/wharf/storage/cq"
 	"github.com/wharfmq/wharf/storage/index"
@@ -62,8 +63,8 @@ type Store struct {
 
 	idx *index.Index
 
-	dispatched  int64 // reput position: records below are in ConsumeQueues and index
-	lastStoreTs int64 // store timestamp of the last dispatched record
+	dispatched  atomic.Int64 // reput position: records below are in ConsumeQueues and index
+	lastStoreTs int64        // store timestamp of the last dispatched record
 
 	diskFull bool
 	closed   bool
@@ -303,7 +304,7 @@ func (s *Store) applyIndex(d *DispatchRequest) error {
 // position.
 func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 	upTo = min(upTo, s.cl.MaxOffset())
-	next, err := s.ForEachRecord(s.dispatched, upTo, false, func(off int64, r *Record) error {
+	next, err := s.ForEachRecord(s.dispatched.Load(), upTo, false, func(off int64, r *Record) error {
 		d := NewDispatchRequest(off, r)
 		if err := s.applyCQ(&d); err != nil {
 			return err
@@ -317,7 +318,7 @@ func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 		}
 		return nil
 	})
-	s.dispatched = next
+	s.dispatched.Store(next)
 	if err != nil {
 		return next, fmt.Errorf("storage: dispatch at %d: %w", next, err)
 	}
@@ -325,7 +326,7 @@ func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 }
 
 // Dispatched is the reput position.
-func (s *Store) Dispatched() int64 { return s.dispatched }
+func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
 
 // Checkpoint flushes the ConsumeQueues and the index and records, durably,
 // how far the log, the queues and the index are safe. The broker calls it on
@@ -334,7 +335,7 @@ func (s *Store) Checkpoint() error { return s.checkpoint(false) }
 
 func (s *Store) checkpoint(clean bool) error {
 	cp := &checkpoint{Clean: clean, CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(),
-		Dispatched: s.dispatched, LogicsMsgTime: s.lastStoreTs,
+		Dispatched: s.dispatched.Load(), LogicsMsgTime: s.lastStoreTs,
 		ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
 	s.mu.RLock()
 	queues := make([]*cq.Queue, 0, len(s.cqs))
@@ -385,7 +386,7 @@ func (s *Store) Close() error {
 	if _, err := s.cl.Flush(s.cl.MaxOffset()); err != nil {
 		errs = append(errs, err)
 	}
-	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() && s.dispatched == s.cl.MaxOffset()
+	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() && s.dispatched.Load() == s.cl.MaxOffset()
 	if err := s.checkpoint(clean); err != nil {
 		errs = append(errs, err)
 		clean = false

@@ -1,0 +1,86 @@
+package actors
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Clock is the time seam. Production uses the wall clock (cmd wires it);
+// the simulator uses virtual time.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f once after d, on a goroutine of the clock's choosing
+	// (the simulator's run queue). f only sends a message to an actor.
+	// stop cancels the call if it has not run yet.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// Env is what the broker's actors are handed instead of the outside world.
+type Env struct {
+	Clock Clock
+	// Dispatcher schedules every actor's mailbox; nil means protoactor's
+	// default (a goroutine per active mailbox). The simulator passes its own.
+	Dispatcher actor.Dispatcher
+	// RunIO runs blocking storage work (fsync, segment preparation) off the
+	// actors, then the work reports back with a message. nil means `go fn()`.
+	// The simulator runs fn at a virtual time of its choosing.
+	RunIO  func(fn func())
+	Logger *slog.Logger
+}
+
+// FlushDiskType is SYNC_FLUSH or ASYNC_FLUSH.
+type FlushDiskType string
+
+const (
+	SyncFlush  FlushDiskType = "SYNC_FLUSH"
+	AsyncFlush FlushDiskType = "ASYNC_FLUSH"
+)
+
+// Config is the broker behaviour the actors need, in RocketMQ's terms.
+type Config struct {
+	BrokerName                     string
+	BrokerID                       int64
+	BrokerRole                     string
+	StoreHost                      netip.AddrPort
+	FlushDiskType                  FlushDiskType
+	SyncFlushTimeout               time.Duration
+	FlushIntervalCommitLog         time.Duration
+	FlushCommitLogLeastPages       int
+	FlushCommitLogThoroughInterval time.Duration
+	FlushIntervalConsumeQueue      time.Duration // checkpoint interval
+	FlushConsumerOffsetInterval    time.Duration
+	CleanResourceInterval          time.Duration
+	AutoCreateTopicEnable          bool
+	DefaultTopicQueueNums          int32
+	LongPollingEnable              bool
+	ShortPollingTime               time.Duration // hold time when long polling is off
+	MaxPullSuspend                 time.Duration // cap on a pull's suspend time
+	MaxPullBatch                   int           // cap on messages per pull
+	MaxPullBytes                   int           // cap on body bytes per pull
+}
+
+// DefaultConfig returns RocketMQ's defaults.
+func DefaultConfig() Config {
+	return Config{
+		BrokerName:                     "broker-a",
+		BrokerRole:                     "ASYNC_MASTER",
+		FlushDiskType:                  AsyncFlush,
+		SyncFlushTimeout:               5 * time.Second,
+		FlushIntervalCommitLog:         500 * time.Millisecond,
+		FlushCommitLogLeastPages:       4,
+		FlushCommitLogThoroughInterval: 10 * time.Second,
+		FlushIntervalConsumeQueue:      time.Second,
+		FlushConsumerOffsetInterval:    5 * time.Second,
+		CleanResourceInterval:          10 * time.Second,
+		AutoCreateTopicEnable:          true,
+		DefaultTopicQueueNums:          8,
+		LongPollingEnable:              true,
+		ShortPollingTime:               time.Second,
+		MaxPullSuspend:                 30 * time.Second,
+		MaxPullBatch:                   256,
+		MaxPullBytes:                   8 << 20,
+	}
+}

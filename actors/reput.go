@@ -1,0 +1,432 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+)
+
+// logAppended tells the Reput actor that the log grew (ASYNC_FLUSH:
+// consumers see messages as soon as they are in the page cache).
+type logAppended struct{}
+
+// queueEntries carries new records of one queue to its DispatchActor.
+type queueEntries struct{ reqs []storage.DispatchRequest }
+
+// indexEntries carries new records to the IndexActor.
+type indexEntries struct{ reqs []storage.DispatchRequest }
+
+// checkpointTick starts a checkpoint.
+type checkpointTick struct{}
+
+// flushBarrier asks a DispatchActor or the IndexActor to flush: every entry
+// the Reput actor sent before it (mailboxes are FIFO) is covered.
+type flushBarrier struct{ id int64 }
+
+// barrierAck answers a flushBarrier.
+type barrierAck struct {
+	id      int64
+	mark    storage.QueueMark
+	indexed int64
+	isIndex bool
+	err     error
+}
+
+// deleteBefore tells queue and index owners the log's new start.
+type deleteBefore struct{ minPhy int64 }
+
+// pullMsg is a PULL_MESSAGE request.
+type pullMsg struct {
+	*request
+	req *protocol.PullRequest
+}
+
+// queryMsg is a QUERY_MESSAGE request.
+type queryMsg struct {
+	*request
+	req *protocol.QueryMessageRequest
+}
+
+// reputActor turns new log records into dispatch requests for the
+// DispatchActors and the IndexActor, and writes checkpoints. It owns the
+// reput position. Under SYNC_FLUSH it dispatches only flushed records, so no
+// consumer ever sees a message the broker could lose.
+type reputActor struct {
+	b        *Broker
+	pos      int64
+	visible  int64
+	lastTs   int64
+	queues   map[storage.QueueKey]*actor.PID
+	barrier  int64 // id of the checkpoint in progress, 0 if none
+	waiting  int
+	marks    []storage.QueueMark
+	indexed  int64
+	cpPos    int64
+	cpFailed bool
+	seq      int64
+}
+
+func (r *reputActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.pos = r.b.store.Dispatched()
+		r.visible = r.pos
+		r.queues = map[storage.QueueKey]*actor.PID{}
+		for _, k := range r.b.store.Queues() {
+			r.queue(ctx, k)
+		}
+		if r.b.cfg.FlushDiskType != SyncFlush {
+			r.visible = r.b.store.CommitLog().MaxOffset()
+		} else {
+			r.visible = r.b.store.CommitLog().FlushedOffset()
+		}
+		r.dispatch(ctx)
+		r.b.after(r.b.cfg.FlushIntervalConsumeQueue, ctx.Self(), &checkpointTick{})
+	case *logAppended:
+		r.visible = r.b.store.CommitLog().MaxOffset()
+		r.dispatch(ctx)
+	case *logFlushed:
+		if m.offset > r.visible {
+			r.visible = m.offset
+			r.dispatch(ctx)
+		}
+	case *pullMsg:
+		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}))
+	case *deleteBefore:
+		for _, pid := range r.queues {
+			ctx.Send(pid, m)
+		}
+		ctx.Send(r.b.index, m)
+	case *checkpointTick:
+		r.startCheckpoint(ctx)
+		r.b.after(r.b.cfg.FlushIntervalConsumeQueue, ctx.Self(), &checkpointTick{})
+	case *barrierAck:
+		r.ack(m)
+	case *actor.Stopping:
+		// Everything visible is dispatched; the store's Close dispatches the
+		// rest and writes the clean checkpoint.
+		r.b.store.SetDispatched(r.pos, r.lastTs)
+	}
+}
+
+// queue returns the DispatchActor of k, spawning it if needed.
+func (r *reputActor) queue(ctx actor.Context, k storage.QueueKey) *actor.PID {
+	if pid, ok := r.queues[k]; ok {
+		return pid
+	}
+	pid := ctx.Spawn(r.b.childProps(func() actor.Actor { return &dispatchActor{b: r.b, key: k} }))
+	r.queues[k] = pid
+	return pid
+}
+
+// dispatch hands every record in [pos, visible) to its queue and the index.
+func (r *reputActor) dispatch(ctx actor.Context) {
+	if r.visible <= r.pos {
+		return
+	}
+	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
+	var all []storage.DispatchRequest
+	next, err := r.b.store.ForEachRecord(r.pos, r.visible, false, func(off int64, rec *storage.Record) error {
+		d := storage.NewDispatchRequest(off, rec)
+		perQueue[d.Key] = append(perQueue[d.Key], d)
+		all = append(all, d)
+		r.lastTs = d.StoreTimestamp
+		return nil
+	})
+	if err != nil {
+		// The writer only publishes whole records, so this is a bug or
+		// corruption of the running log: stop dispatching rather than skip.
+		r.b.log.Error("reput: cannot decode the log; dispatch stopped", "offset", next, "err", err)
+	}
+	for k, reqs := range perQueue {
+		ctx.Send(r.queue(ctx, k), &queueEntries{reqs: reqs})
+	}
+	if len(all) > 0 {
+		ctx.Send(r.b.index, &indexEntries{reqs: all})
+	}
+	r.pos = next
+	r.b.store.SetDispatched(r.pos, r.lastTs)
+}
+
+func (r *reputActor) startCheckpoint(ctx actor.Context) {
+	if r.barrier != 0 {
+		return // the previous one is still being acknowledged
+	}
+	r.seq++
+	r.barrier = r.seq
+	r.cpPos = r.pos
+	r.marks = r.marks[:0]
+	r.cpFailed = false
+	r.waiting = len(r.queues) + 1
+	for _, pid := range r.queues {
+		ctx.Request(pid, &flushBarrier{id: r.barrier})
+	}
+	ctx.Request(r.b.index, &flushBarrier{id: r.barrier})
+}
+
+func (r *reputActor) ack(m *barrierAck) {
+	if m.id != r.barrier {
+		return
+	}
+	if m.err != nil {
+		r.b.log.Error("checkpoint: flush failed", "err", m.err)
+		r.cpFailed = true
+	}
+	if m.isIndex {
+		r.indexed = m.indexed
+	} else if m.mark.Key.Topic != "" {
+		r.marks = append(r.marks, m.mark)
+	}
+	r.waiting--
+	if r.waiting > 0 {
+		return
+	}
+	r.barrier = 0
+	if r.cpFailed {
+		return
+	}
+	if err := r.b.store.WriteCheckpoint(r.cpPos, r.indexed, r.marks); err != nil {
+		r.b.log.Error("checkpoint failed", "err", err)
+	}
+}
+
+// heldPull is a pull waiting for a message (long polling).
+type heldPull struct {
+	*pullMsg
+	expr     protocol.TagExpr
+	deadline time.Time
+}
+
+// pullTick expires held pulls.
+type pullTick struct{}
+
+// dispatchActor owns one ConsumeQueue: it applies its entries, serves its
+// pulls and holds long polls until a message arrives or they time out.
+type dispatchActor struct {
+	b          *Broker
+	key        storage.QueueKey
+	held       []*heldPull
+	timerArmed time.Time
+}
+
+func (d *dispatchActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d.publish()
+	case *queueEntries:
+		for i := range m.reqs {
+			if err := d.b.store.ApplyConsumeQueue(&m.reqs[i]); err != nil {
+				d.b.log.Error("consume queue write failed", "queue", d.key.String(), "err", err)
+				break
+			}
+		}
+		d.publish()
+		d.serveHeld(ctx)
+	case *pullMsg:
+		d.pull(ctx, m)
+	case *pullTick:
+		d.timerArmed = time.Time{}
+		d.serveHeld(ctx)
+	case *flushBarrier:
+		mark, err := d.b.store.FlushQueue(d.key)
+		ctx.Respond(&barrierAck{id: m.id, mark: mark, err: err})
+	case *deleteBefore:
+		if _, err := d.b.store.DeleteQueueBefore(d.key, m.minPhy); err != nil {
+			d.b.log.Error("retention of consume queue failed", "queue", d.key.String(), "err", err)
+		}
+		d.publish()
+	case *actor.Stopping:
+		for _, h := range d.held {
+			d.notFound(h.pullMsg)
+		}
+		d.held = nil
+	}
+}
+
+func (d *dispatchActor) publish() {
+	min, max := d.b.store.ConsumeQueueBounds(d.key)
+	d.b.publishBounds(d.key, min, max)
+}
+
+func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
+	if m.req.CommitOffset != nil {
+		ctx.Send(d.b.offsets, &offsetMsg{request: &request{oneway: true}, req: &protocol.UpdateConsumerOffsetRequest{
+			ConsumerGroup: m.req.ConsumerGroup, Topic: m.req.Topic, QueueID: m.req.QueueID, CommitOffset: *m.req.CommitOffset}})
+	}
+	expr, err := protocol.ParseTagExpr(m.req.Subscription)
+	if err != nil {
+		d.b.respond(m.request, protocol.StatusSubscriptionParseFailed, err.Error(), nil)
+		return
+	}
+	h := &heldPull{pullMsg: m, expr: expr}
+	if d.try(h) {
+		return
+	}
+	suspend := time.Duration(m.req.SuspendTimeoutMillis) * time.Millisecond
+	if !d.b.cfg.LongPollingEnable && suspend > 0 {
+		suspend = min(suspend, d.b.cfg.ShortPollingTime)
+	}
+	suspend = min(suspend, d.b.cfg.MaxPullSuspend)
+	if suspend <= 0 {
+		d.notFound(m)
+		return
+	}
+	h.deadline = d.b.env.Clock.Now().Add(suspend)
+	d.held = append(d.held, h)
+	d.arm(ctx, h.deadline)
+}
+
+// try serves h if there is something to answer; false means hold it.
+func (d *dispatchActor) try(h *heldPull) bool {
+	b := d.b
+	req := h.req
+	max := int(req.MaxMsgNums)
+	if max <= 0 || max > b.cfg.MaxPullBatch {
+		max = b.cfg.MaxPullBatch
+	}
+	maxBytes := int(req.MaxMsgBytes)
+	if maxBytes <= 0 || maxBytes > b.cfg.MaxPullBytes {
+		maxBytes = b.cfg.MaxPullBytes
+	}
+	var filter func(int64) bool
+	if !h.expr.All {
+		filter = h.expr.MatchesCode
+	}
+	res, err := b.store.GetMessages(d.key, req.QueueOffset, max, maxBytes, filter)
+	if err != nil {
+		b.respond(h.request, protocol.StatusSystemError, err.Error(), nil)
+		return true
+	}
+	resp := &protocol.PullResponse{NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
+	switch res.Status {
+	case storage.GetFound:
+		msgs := make([]protocol.MessageExt, 0, len(res.Records))
+		for _, raw := range res.Records {
+			rec, err := storage.DecodeRecord(raw, false)
+			if err != nil {
+				b.respond(h.request, protocol.StatusSystemError, fmt.Sprintf("decode record: %v", err), nil)
+				return true
+			}
+			ext := recordToExt(&rec)
+			if !h.expr.All && !h.expr.Matches(ext.Properties[protocol.PropertyTags]) {
+				continue // a tags hash collision
+			}
+			msgs = append(msgs, ext)
+		}
+		if len(msgs) == 0 {
+			b.respond(h.request, protocol.StatusPullRetryImmediately, "no message matched the subscription", resp)
+			return true
+		}
+		resp.Messages = msgs
+		b.msgGetTotal.Add(int64(len(msgs)))
+		b.respond(h.request, protocol.StatusOK, "", resp)
+		return true
+	case storage.GetNoMatchedMessage:
+		b.respond(h.request, protocol.StatusPullRetryImmediately, "no message matched the subscription", resp)
+		return true
+	case storage.GetOffsetTooSmall, storage.GetOffsetOverflowBadly:
+		b.respond(h.request, protocol.StatusPullOffsetMoved,
+			fmt.Sprintf("offset %d outside [%d, %d]", req.QueueOffset, res.MinOffset, res.MaxOffset), resp)
+		return true
+	}
+	return false // no message yet: NO_MESSAGE_IN_QUEUE, OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE
+}
+
+func (d *dispatchActor) notFound(m *pullMsg) {
+	min, max := d.b.store.ConsumeQueueBounds(d.key)
+	next := m.req.QueueOffset
+	d.b.respond(m.request, protocol.StatusPullNotFound, "no new message",
+		&protocol.PullResponse{NextBeginOffset: next, MinOffset: min, MaxOffset: max})
+}
+
+// serveHeld answers held pulls that have a message or have timed out.
+func (d *dispatchActor) serveHeld(ctx actor.Context) {
+	if len(d.held) == 0 {
+		return
+	}
+	now := d.b.env.Clock.Now()
+	keep := d.held[:0]
+	var earliest time.Time
+	for _, h := range d.held {
+		if d.try(h) {
+			continue
+		}
+		if !now.Before(h.deadline) {
+			d.notFound(h.pullMsg)
+			continue
+		}
+		if earliest.IsZero() || h.deadline.Before(earliest) {
+			earliest = h.deadline
+		}
+		keep = append(keep, h)
+	}
+	clear(d.held[len(keep):])
+	d.held = keep
+	if !earliest.IsZero() {
+		d.arm(ctx, earliest)
+	}
+}
+
+// arm makes sure a pullTick arrives by deadline.
+func (d *dispatchActor) arm(ctx actor.Context, deadline time.Time) {
+	if !d.timerArmed.IsZero() && !d.timerArmed.After(deadline) {
+		return
+	}
+	d.timerArmed = deadline
+	d.b.after(deadline.Sub(d.b.env.Clock.Now()), ctx.Self(), &pullTick{})
+}
+
+// indexActor owns the IndexFile: it indexes new records and answers queries
+// by key.
+type indexActor struct{ b *Broker }
+
+func (x *indexActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *indexEntries:
+		for i := range m.reqs {
+			if err := x.b.store.ApplyIndex(&m.reqs[i]); err != nil {
+				x.b.log.Error("index write failed", "err", err)
+				break
+			}
+		}
+	case *queryMsg:
+		x.query(m)
+	case *flushBarrier:
+		indexed, err := x.b.store.FlushIndex()
+		ctx.Respond(&barrierAck{id: m.id, indexed: indexed, isIndex: true, err: err})
+	case *deleteBefore:
+		if _, err := x.b.store.DeleteIndexBefore(m.minPhy); err != nil {
+			x.b.log.Error("retention of index failed", "err", err)
+		}
+	}
+}
+
+func (x *indexActor) query(m *queryMsg) {
+	req := m.req
+	max := int(req.MaxNum)
+	if max <= 0 || max > 64 {
+		max = 64 // RocketMQ's maxMsgsNumBatch
+	}
+	end := req.EndTimestamp
+	if end <= 0 {
+		end = x.b.nowMs() + 1000
+	}
+	recs, err := x.b.store.QueryByKey(req.Topic, req.Key, req.BeginTimestamp, end, max)
+	if err != nil {
+		x.b.respond(m.request, protocol.StatusSystemError, err.Error(), nil)
+		return
+	}
+	if len(recs) == 0 {
+		x.b.respond(m.request, protocol.StatusQueryNotFound, fmt.Sprintf("no message with key %q in topic %q", req.Key, req.Topic), nil)
+		return
+	}
+	resp := &protocol.QueryMessageResponse{}
+	for i := range recs {
+		resp.Messages = append(resp.Messages, recordToExt(&recs[i]))
+	}
+	x.b.respond(m.request, protocol.StatusOK, "", resp)
+}

@@ -1,0 +1,258 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+)
+
+// sendItem is one SEND or SEND_BATCH request.
+type sendItem struct {
+	*request
+	topic   string
+	queueID int32
+	bornTs  int64
+	msgs    []protocol.Message
+	batch   bool
+}
+
+// writeBatch is every send of one read burst: the writer appends them as one
+// batch.
+type writeBatch struct{ items []*sendItem }
+
+// segmentPrepared reports a segment created ahead of need off the writer.
+type segmentPrepared struct {
+	seg *storage.PreparedSegment
+	err error
+}
+
+// cleanTick runs retention.
+type cleanTick struct{}
+
+// panicForTest makes the receiving actor panic (supervision tests).
+type panicForTest struct{}
+
+// pendingReply is a response held until its data is durable.
+type pendingReply struct {
+	*request
+	ok    protocol.Fields // the response if the flush succeeds
+	end   int64           // log offset that must be flushed
+	start time.Time
+}
+
+// writerActor is the CommitLogWriter: the only writer of the log. It owns
+// the topic-queue offset table (inside the CommitLog) and queue selection.
+type writerActor struct {
+	b         *Broker
+	rr        map[string]int32 // round-robin queue choice per topic
+	preparing bool
+	out       []storage.AppendResult
+	msgs      []*storage.Message
+}
+
+func (w *writerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		w.rr = map[string]int32{}
+		w.prepare(ctx)
+		if w.b.cfg.CleanResourceInterval > 0 {
+			w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
+		}
+	case *writeBatch:
+		w.write(ctx, m)
+	case *segmentPrepared:
+		w.preparing = false
+		if m.err != nil {
+			w.b.log.Warn("preparing the next commitlog segment failed; the writer will create it when needed", "err", m.err)
+			return
+		}
+		if err := w.b.store.CommitLog().AdoptSegment(m.seg); err != nil {
+			w.b.log.Warn("adopting a prepared commitlog segment failed", "err", err)
+		}
+	case *cleanTick:
+		w.clean()
+		w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
+	case *panicForTest:
+		panic("writer: panic requested by a test")
+	}
+}
+
+// prepare creates the next segment off the actor, so the append that rolls
+// over does not wait for fallocate and page pre-touching.
+func (w *writerActor) prepare(ctx actor.Context) {
+	cl := w.b.store.CommitLog()
+	start, need := cl.NextSegmentStart()
+	if !need || w.preparing || cl.Err() != nil {
+		return
+	}
+	w.preparing = true
+	self, root := ctx.Self(), w.b.sys.Root
+	w.b.env.RunIO(func() {
+		seg, err := cl.CreateSegment(start)
+		root.Send(self, &segmentPrepared{seg: seg, err: err})
+	})
+}
+
+func (w *writerActor) clean() {
+	rep, err := w.b.store.CleanCommitLog(w.b.env.Clock.Now(), false)
+	if err != nil {
+		w.b.log.Error("retention failed", "err", err)
+		return
+	}
+	if rep.DeletedSegments > 0 {
+		w.b.log.Info("retention deleted commitlog segments", "segments", rep.DeletedSegments, "min_offset", rep.MinOffset, "disk_used", rep.UsedRatio)
+	}
+	if rep.DiskFull {
+		w.b.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
+	}
+	w.b.sys.Root.Send(w.b.reput, &deleteBefore{minPhy: rep.MinOffset})
+}
+
+// resolve checks an item's topic and picks its queue; it returns a non-OK
+// status if the item cannot be written.
+func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
+	topics := *w.b.topicSnap.Load()
+	tc, ok := topics[it.topic]
+	if !ok {
+		if err := protocol.ValidateTopic(it.topic); err != nil {
+			return protocol.StatusMessageIllegal, err.Error()
+		}
+		if !w.b.cfg.AutoCreateTopicEnable {
+			return protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist and autoCreateTopicEnable is false", it.topic)
+		}
+		tc = storage.TopicConfig{TopicName: it.topic, ReadQueueNums: w.b.cfg.DefaultTopicQueueNums,
+			WriteQueueNums: w.b.cfg.DefaultTopicQueueNums, Perm: storage.PermRead | storage.PermWrite}
+		w.b.sys.Root.Send(w.b.topics, &ensureTopic{cfg: tc})
+		// Publish at once so the next sends of this burst see it too.
+		next := make(map[string]storage.TopicConfig, len(topics)+1)
+		for k, v := range topics {
+			next[k] = v
+		}
+		next[it.topic] = tc
+		w.b.topicSnap.Store(&next)
+	}
+	if tc.Perm&storage.PermWrite == 0 {
+		return protocol.StatusNoPermission, fmt.Sprintf("topic %q is not writable (perm %d)", it.topic, tc.Perm)
+	}
+	if tc.WriteQueueNums <= 0 {
+		return protocol.StatusNoPermission, fmt.Sprintf("topic %q has no write queues", it.topic)
+	}
+	switch {
+	case it.queueID < 0:
+		it.queueID = w.rr[it.topic] % tc.WriteQueueNums
+		w.rr[it.topic] = (it.queueID + 1) % tc.WriteQueueNums
+	case it.queueID >= tc.WriteQueueNums:
+		return protocol.StatusMessageIllegal, fmt.Sprintf("queue %d out of range: topic %q has %d write queues", it.queueID, it.topic, tc.WriteQueueNums)
+	}
+	return protocol.StatusOK, ""
+}
+
+// toStore converts an item's messages; the whole item is rejected if one
+// message cannot be stored, so a batch is all or nothing.
+func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message, error) {
+	cl := w.b.store.CommitLog()
+	host := parseHost(bornHost)
+	out := make([]*storage.Message, 0, len(it.msgs))
+	for i := range it.msgs {
+		pm := &it.msgs[i]
+		if pm.Topic != "" && pm.Topic != it.topic {
+			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.topic)
+		}
+		props, err := encodeProperties(pm.Properties)
+		if err != nil {
+			return nil, err
+		}
+		sm := &storage.Message{Topic: it.topic, QueueID: it.queueID, Flag: pm.Flag, Body: pm.Body,
+			Properties: props, BornTimestamp: it.bornTs, BornHost: host}
+		if err := cl.CheckMessage(sm); err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
+	}
+	return out, nil
+}
+
+func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
+	b := w.b
+	w.msgs = w.msgs[:0]
+	type span struct{ from, to int } // an item's messages in w.msgs
+	spans := make([]span, len(wb.items))
+	for i, it := range wb.items {
+		spans[i] = span{-1, -1}
+		if st, remark := w.resolve(it); st != protocol.StatusOK {
+			b.respond(it.request, st, remark, nil)
+			continue
+		}
+		sms, err := w.toStore(it, it.conn.RemoteAddr())
+		if err != nil {
+			b.respond(it.request, statusOfStoreError(err), err.Error(), nil)
+			continue
+		}
+		spans[i] = span{len(w.msgs), len(w.msgs) + len(sms)}
+		w.msgs = append(w.msgs, sms...)
+	}
+	if len(w.msgs) == 0 {
+		return
+	}
+	now := b.nowMs()
+	out, err := b.store.AppendBatch(w.msgs, now, w.out)
+	w.out = out
+	stored := len(out)
+	var bytes int64
+	for _, r := range out {
+		bytes += int64(r.Size)
+	}
+	b.msgPutTotal.Add(int64(stored))
+	b.bytesPut.Add(bytes)
+	if err != nil {
+		b.log.Error("commitlog append failed: refusing writes", "err", err)
+	}
+
+	sync := b.cfg.FlushDiskType == SyncFlush
+	var waits []*pendingReply
+	for i, it := range wb.items {
+		sp := spans[i]
+		if sp.from < 0 {
+			continue
+		}
+		if sp.to > stored {
+			st := statusOfStoreError(err)
+			remark := fmt.Sprintf("not stored: %v", err)
+			if sp.from < stored {
+				remark = fmt.Sprintf("batch partly stored (%d of %d messages) before: %v", stored-sp.from, sp.to-sp.from, err)
+			}
+			b.respond(it.request, st, remark, nil)
+			continue
+		}
+		res := out[sp.from:sp.to]
+		var resp protocol.Fields
+		if it.batch {
+			ids := make([]string, len(res))
+			for j, r := range res {
+				ids[j] = protocol.OffsetMsgID(b.cfg.StoreHost, r.PhyOffset)
+			}
+			resp = &protocol.SendBatchResponse{QueueID: it.queueID, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
+		} else {
+			resp = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(b.cfg.StoreHost, res[0].PhyOffset), QueueID: it.queueID, QueueOffset: res[0].QueueOffset}
+		}
+		last := res[len(res)-1]
+		end := last.PhyOffset + int64(last.Size)
+		if sync && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
+			waits = append(waits, &pendingReply{request: it.request, ok: resp, end: end})
+			continue
+		}
+		b.respond(it.request, protocol.StatusOK, "", resp)
+	}
+	if sync {
+		if len(waits) > 0 || stored > 0 {
+			ctx.Send(b.flusher, &flushWait{replies: waits})
+		}
+	} else if stored > 0 {
+		ctx.Send(b.reput, &logAppended{})
+	}
+	w.prepare(ctx)
+}

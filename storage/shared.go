@@ -1,0 +1,206 @@
+package storage
+
+import (
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/wharfmq/wharf/storage/cq"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// This file is the store's API for a broker that splits the work among
+// several owners (the actors of DESIGN.md): one dispatcher per ConsumeQueue,
+// one index owner, one reput owner that writes checkpoints. Store.Dispatch
+// and Store.Checkpoint do the same work on one goroutine.
+
+// ApplyConsumeQueue adds the entry of d to its ConsumeQueue (idempotently;
+// see Dispatch). Only the owner of that queue calls it.
+func (s *Store) ApplyConsumeQueue(d *DispatchRequest) error { return s.applyCQ(d) }
+
+// ApplyIndex adds the keys of d to the index. Only the index owner calls it.
+func (s *Store) ApplyIndex(d *DispatchRequest) error { return s.applyIndex(d) }
+
+// SetDispatched records the reput position (the reput owner calls it after
+// handing every record below pos to the queue and index owners).
+func (s *Store) SetDispatched(pos int64, lastStoreTs int64) {
+	s.dispatched.Store(pos)
+	s.lastStoreTs = lastStoreTs
+}
+
+// QueueMark is a ConsumeQueue's durable extent, reported by FlushQueue and
+// recorded in the checkpoint.
+type QueueMark struct {
+	Key     QueueKey
+	Max     int64
+	LastPhy int64
+}
+
+// FlushQueue flushes the ConsumeQueue of k and reports its extent. Only the
+// owner of that queue calls it.
+func (s *Store) FlushQueue(k QueueKey) (QueueMark, error) {
+	q, err := s.ConsumeQueue(k, false)
+	if err != nil || q == nil {
+		return QueueMark{Key: k, LastPhy: -1}, err
+	}
+	if err := q.Flush(); err != nil {
+		return QueueMark{}, fmt.Errorf("storage: flush consume queue %s: %w", k, err)
+	}
+	m := QueueMark{Key: k, Max: q.MaxOffset(), LastPhy: -1}
+	if e, ok := q.LastEntry(); ok {
+		m.LastPhy = e.Offset
+	}
+	return m, nil
+}
+
+// FlushIndex flushes the index and returns its MaxPhyOffset for the
+// checkpoint. Only the index owner calls it.
+func (s *Store) FlushIndex() (int64, error) {
+	if s.idx == nil {
+		return 0, nil
+	}
+	if err := s.idx.Flush(); err != nil {
+		return 0, fmt.Errorf("storage: flush index: %w", err)
+	}
+	return s.idx.MaxPhyOffset(), nil
+}
+
+// WriteCheckpoint durably records that every ConsumeQueue entry of records
+// below dispatched is flushed (marks), and the index's flushed extent. The
+// caller must have flushed them (FlushQueue, FlushIndex) after every record
+// below dispatched was applied.
+func (s *Store) WriteCheckpoint(dispatched, indexed int64, marks []QueueMark) error {
+	cp := &checkpoint{CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(), Dispatched: dispatched,
+		Indexed: indexed, LogicsMsgTime: s.lastStoreTs, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
+	for _, m := range marks {
+		cp.Queues = append(cp.Queues, queueMark(m))
+	}
+	sortQueueMarks(cp.Queues)
+	if err := writeFileAtomic(s.fs, s.checkpointPath(), cp.encode()); err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// ConsumeQueueBounds returns the min and max offset of queue k (0, 0 if it
+// does not exist). Only the owner of that queue calls it.
+func (s *Store) ConsumeQueueBounds(k QueueKey) (minOff, maxOff int64) {
+	q, _ := s.ConsumeQueue(k, false)
+	if q == nil {
+		return 0, 0
+	}
+	return q.MinOffset(), q.MaxOffset()
+}
+
+// QueueEntry returns the entry at queue offset qo of k. Only the owner of
+// that queue calls it.
+func (s *Store) QueueEntry(k QueueKey, qo int64) (cq.Entry, error) {
+	q, _ := s.ConsumeQueue(k, false)
+	if q == nil {
+		return cq.Entry{}, fmt.Errorf("storage: no consume queue %s", k)
+	}
+	return q.Get(qo)
+}
+
+// Root is the store's root directory.
+func (s *Store) Root() string { return s.cfg.StorePathRootDir }
+
+// ConfigPath is the path of a config file of this store.
+func (s *Store) ConfigPath(name string) string {
+	return path.Join(s.cfg.StorePathRootDir, "config", name)
+}
+
+// FS is the store's file system.
+func (s *Store) FS() vfs.FS { return s.fs }
+
+// PreparedSegment is a CommitLog segment created ahead of need, off the
+// writer's goroutine.
+type PreparedSegment struct{ seg *segment }
+
+// NextSegmentStart is where the segment after the current one will start,
+// and whether one still needs preparing. Writer only.
+func (c *CommitLog) NextSegmentStart() (int64, bool) {
+	return c.nextSegmentStart(), c.next == nil
+}
+
+// CreateSegment creates, maps and (if configured) pre-touches the segment
+// starting at start, under a temporary name. It touches no shared state, so
+// it may run on any goroutine; the writer then hands the result to
+// AdoptSegment.
+func (c *CommitLog) CreateSegment(start int64) (*PreparedSegment, error) {
+	s, err := c.createSegment(start, true)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedSegment{s}, nil
+}
+
+// AdoptSegment makes p the next segment if it is still the one needed (it is
+// renamed into place and the directory synced); otherwise it is discarded.
+// Writer only.
+func (c *CommitLog) AdoptSegment(p *PreparedSegment) error {
+	tmp := path.Join(c.dir, segmentName(p.seg.start)+preparedSuffix)
+	if start, need := c.NextSegmentStart(); !need || p.seg.start != start {
+		p.seg.f.Close()
+		_ = c.fs.Remove(tmp)
+		return nil
+	}
+	if err := c.fs.Rename(tmp, path.Join(c.dir, segmentName(p.seg.start))); err != nil {
+		p.seg.f.Close()
+		_ = c.fs.Remove(tmp)
+		return fmt.Errorf("commitlog: adopt segment %s: %w", segmentName(p.seg.start), err)
+	}
+	if err := c.fs.SyncDir(c.dir); err != nil {
+		p.seg.f.Close()
+		return fmt.Errorf("commitlog: adopt segment %s: %w", segmentName(p.seg.start), err)
+	}
+	c.next = p.seg
+	return nil
+}
+
+// CheckMessage reports whether m can be stored (size and field limits),
+// so a writer can reject a whole batch before appending any of it.
+func (c *CommitLog) CheckMessage(m *Message) error {
+	size, err := RecordSize(m, c.storeHost)
+	if err != nil {
+		return err
+	}
+	if size > c.maxMsg {
+		return fmt.Errorf("%w: record of %d bytes exceeds maxMessageSize %d", ErrIllegal, size, c.maxMsg)
+	}
+	return nil
+}
+
+// CleanCommitLog is the CommitLog part of Clean: it deletes expired
+// segments and sets the disk-full state. The writer calls it; it then has
+// the owners of the ConsumeQueues and the index call DeleteQueueBefore and
+// DeleteIndexBefore with the log's new MinOffset.
+func (s *Store) CleanCommitLog(now time.Time, force bool) (RetentionReport, error) {
+	return s.cleanLog(now, force)
+}
+
+// DeleteQueueBefore drops ConsumeQueue files of k wholly below minPhy. Only
+// the owner of that queue calls it.
+func (s *Store) DeleteQueueBefore(k QueueKey, minPhy int64) (int, error) {
+	q, _ := s.ConsumeQueue(k, false)
+	if q == nil {
+		return 0, nil
+	}
+	n, err := q.DeleteBefore(minPhy)
+	if err != nil {
+		return n, fmt.Errorf("storage: retention: consume queue %s: %w", k, err)
+	}
+	return n, nil
+}
+
+// DeleteIndexBefore drops index files wholly below minPhy. Index owner only.
+func (s *Store) DeleteIndexBefore(minPhy int64) (int, error) {
+	if s.idx == nil {
+		return 0, nil
+	}
+	n, err := s.idx.DeleteBefore(minPhy)
+	if err != nil {
+		return n, fmt.Errorf("storage: retention: index: %w", err)
+	}
+	return n, nil
+}
