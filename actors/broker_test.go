@@ -1,0 +1,314 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// wallClock is the production clock, for tests.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// fakeConn collects the broker's responses by opaque.
+type fakeConn struct {
+	id     uint64
+	mu     sync.Mutex
+	resp   map[uint32]*protocol.Frame
+	waitC  chan struct{}
+	closed atomic.Bool
+}
+
+func newConn() *fakeConn {
+	return &fakeConn{id: 1, resp: map[uint32]*protocol.Frame{}, waitC: make(chan struct{}, 1)}
+}
+func (c *fakeConn) ID() uint64          { return c.id }
+func (c *fakeConn) RemoteAddr() string  { return "127.0.0.1:5555" }
+func (c *fakeConn) Close(reason string) { c.closed.Store(true) }
+func (c *fakeConn) Write(frame []byte) {
+	f, err := protocol.DecodeFrame(frame[:], protocol.DefaultLimits())
+	if err != nil {
+		panic(err)
+	}
+	c.mu.Lock()
+	c.resp[f.Opaque] = f
+	c.mu.Unlock()
+	select {
+	case c.waitC <- struct{}{}:
+	default:
+	}
+}
+
+// await returns the response to opaque, failing after timeout.
+func (c *fakeConn) await(t *testing.T, opaque uint32, timeout time.Duration) *protocol.Frame {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c.mu.Lock()
+		f := c.resp[opaque]
+		c.mu.Unlock()
+		if f != nil {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no response to request %d within %v", opaque, timeout)
+		}
+		select {
+		case <-c.waitC:
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *fakeConn) has(opaque uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resp[opaque] != nil
+}
+
+type harness struct {
+	t     *testing.T
+	b     *Broker
+	conn  *fakeConn
+	next  uint32
+	store *storage.Store
+}
+
+func testStoreConfig() storage.Config {
+	cfg := storage.DefaultConfig("/s")
+	cfg.MappedFileSizeCommitLog = 64 << 10
+	cfg.MappedFileSizeConsumeQueue = 64
+	cfg.MaxMessageSize = 16 << 10
+	cfg.MaxHashSlotNum = 64
+	cfg.MaxIndexNum = 256
+	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	return cfg
+}
+
+func startBroker(t *testing.T, fsys vfs.FS, mut func(*Config)) *harness {
+	t.Helper()
+	st, _, err := storage.Open(fsys, testStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	cfg.FlushIntervalCommitLog = 10 * time.Millisecond
+	cfg.FlushIntervalConsumeQueue = 20 * time.Millisecond
+	if mut != nil {
+		mut(&cfg)
+	}
+	b := New(cfg, Env{Clock: wallClock{}}, st, protocol.DefaultLimits())
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, b: b, conn: newConn(), store: st}
+	t.Cleanup(func() { b.Stop() })
+	return h
+}
+
+// send delivers requests as one burst and returns their opaques.
+func (h *harness) send(reqs ...protocol.Request) []uint32 {
+	h.t.Helper()
+	in := &Inbound{Conn: h.conn}
+	var ops []uint32
+	for _, r := range reqs {
+		h.next++
+		buf, err := protocol.AppendRequest(nil, h.next, 0, r)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		f, err := protocol.DecodeFrame(buf[:], protocol.DefaultLimits())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		in.Frames = append(in.Frames, f)
+		ops = append(ops, h.next)
+	}
+	h.b.Deliver(in)
+	return ops
+}
+
+func sendReq(topic string, q int32, body string, keys ...string) *protocol.SendRequest {
+	r := &protocol.SendRequest{Topic: topic, QueueID: q, Body: []byte(body), BornTimestamp: 1}
+	if len(keys) > 0 {
+		m := r.Message()
+		m.SetKeys(keys...)
+		r.Properties = m.Properties
+	}
+	return r
+}
+
+func (h *harness) ok(opaque uint32, into protocol.Fields) *protocol.Frame {
+	h.t.Helper()
+	f := h.conn.await(h.t, opaque, 5*time.Second)
+	if f.Status != protocol.StatusOK {
+		h.t.Fatalf("request %d: status %v %q", opaque, f.Status, f.Remark)
+	}
+	if into != nil {
+		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), into); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func TestSendPullQuery(t *testing.T) {
+	for _, mode := range []FlushDiskType{AsyncFlush, SyncFlush} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := startBroker(t, vfs.NewMem(), func(c *Config) { c.FlushDiskType = mode })
+			var reqs []protocol.Request
+			for i := 0; i < 20; i++ {
+				reqs = append(reqs, sendReq("orders", int32(i%2), fmt.Sprintf("m%d", i), fmt.Sprintf("key%d", i)))
+			}
+			ops := h.send(reqs...)
+			for i, op := range ops {
+				var r protocol.SendResponse
+				h.ok(op, &r)
+				if r.QueueID != int32(i%2) || r.QueueOffset != int64(i/2) {
+					t.Fatalf("send %d: queue %d offset %d", i, r.QueueID, r.QueueOffset)
+				}
+			}
+			op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "orders", QueueID: 1, MaxMsgNums: 32, SuspendTimeoutMillis: 1000})[0]
+			var pr protocol.PullResponse
+			h.ok(op, &pr)
+			if len(pr.Messages) != 10 || pr.NextBeginOffset != 10 || string(pr.Messages[3].Body) != "m7" {
+				t.Fatalf("pull: %d messages, next %d", len(pr.Messages), pr.NextBeginOffset)
+			}
+			op = h.send(&protocol.QueryMessageRequest{Topic: "orders", Key: "key7", MaxNum: 4})[0]
+			var qr protocol.QueryMessageResponse
+			h.ok(op, &qr)
+			if len(qr.Messages) != 1 || string(qr.Messages[0].Body) != "m7" {
+				t.Fatalf("query: %+v", qr.Messages)
+			}
+			op = h.send(&protocol.ViewMessageRequest{MsgID: qr.Messages[0].MsgID})[0]
+			var vr protocol.ViewMessageResponse
+			h.ok(op, &vr)
+			if string(vr.Message.Body) != "m7" {
+				t.Fatalf("view: %q", vr.Message.Body)
+			}
+			op = h.send(&protocol.GetMaxOffsetRequest{Topic: "orders", QueueID: 0})[0]
+			var or protocol.OffsetResponse
+			h.ok(op, &or)
+			if or.Offset != 10 {
+				t.Fatalf("max offset %d", or.Offset)
+			}
+		})
+	}
+}
+
+func TestLongPoll(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), nil)
+	start := time.Now()
+	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 300})[0]
+	f := h.conn.await(t, op, 3*time.Second)
+	if f.Status != protocol.StatusPullNotFound || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("empty pull: %v after %v", f.Status, time.Since(start))
+	}
+	op = h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 10000})[0]
+	time.Sleep(50 * time.Millisecond)
+	if h.conn.has(op) {
+		t.Fatal("pull on an empty queue answered before a message arrived")
+	}
+	sent := time.Now()
+	h.send(sendReq("t", 0, "hello"))
+	var pr protocol.PullResponse
+	h.ok(op, &pr)
+	if len(pr.Messages) != 1 || time.Since(sent) > 2*time.Second {
+		t.Fatalf("held pull: %d messages after %v", len(pr.Messages), time.Since(sent))
+	}
+}
+
+// TestSyncFlushNeverAcksUnflushed: with fsync stalled beyond
+// syncFlushTimeout, sends get FLUSH_DISK_TIMEOUT, and with fsync failing they
+// never get OK.
+func TestSyncFlushNeverAcksUnflushed(t *testing.T) {
+	var stall atomic.Bool
+	release := make(chan struct{})
+	inj := vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSyncRange && stall.Load() {
+			<-release
+			return errors.New("EIO: device gone")
+		}
+		return nil
+	})
+	h := startBroker(t, vfs.NewFaulty(vfs.NewMem(), inj), func(c *Config) {
+		c.FlushDiskType = SyncFlush
+		c.SyncFlushTimeout = 200 * time.Millisecond
+	})
+	h.ok(h.send(sendReq("t", 0, "before"))[0], nil)
+	stall.Store(true)
+	start := time.Now()
+	op := h.send(sendReq("t", 0, "stalled"))[0]
+	f := h.conn.await(t, op, 3*time.Second)
+	if f.Status != protocol.StatusFlushDiskTimeout || time.Since(start) < 190*time.Millisecond {
+		t.Fatalf("stalled flush: %v after %v", f.Status, time.Since(start))
+	}
+	close(release) // the fsync now fails
+	op = h.send(sendReq("t", 0, "after failure"))[0]
+	f = h.conn.await(t, op, 3*time.Second)
+	if f.Status == protocol.StatusOK {
+		t.Fatal("a send after a failed fsync was acknowledged")
+	}
+}
+
+// TestWriterPanicRestarts: a panicking writer is restarted and acknowledged
+// data stays readable.
+func TestWriterPanicRestarts(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), nil)
+	h.ok(h.send(sendReq("t", 0, "one"))[0], nil)
+	h.b.sys.Root.Send(h.b.writer, &panicForTest{})
+	h.ok(h.send(sendReq("t", 0, "two"))[0], nil)
+	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, MaxMsgNums: 8})[0]
+	var pr protocol.PullResponse
+	h.ok(op, &pr)
+	if len(pr.Messages) != 2 {
+		t.Fatalf("after restart: %d messages", len(pr.Messages))
+	}
+}
+
+func TestTopicsAndOffsets(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), func(c *Config) { c.AutoCreateTopicEnable = false })
+	f := h.conn.await(t, h.send(sendReq("nope", 0, "x"))[0], 2*time.Second)
+	if f.Status != protocol.StatusTopicNotExist {
+		t.Fatalf("send to a missing topic: %v", f.Status)
+	}
+	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}})[0], nil)
+	f = h.conn.await(t, h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 2, WriteQueueNums: 2}})[0], 2*time.Second)
+	if f.Status != protocol.StatusTopicExistAlready {
+		t.Fatalf("create twice: %v", f.Status)
+	}
+	h.ok(h.send(sendReq("t", 1, "x"))[0], nil)
+	f = h.conn.await(t, h.send(sendReq("t", 2, "x"))[0], 2*time.Second)
+	if f.Status != protocol.StatusMessageIllegal {
+		t.Fatalf("send to queue 2 of 2: %v", f.Status)
+	}
+	var lr protocol.TopicListResponse
+	h.ok(h.send(&protocol.ListTopicsRequest{})[0], &lr)
+	if len(lr.Topics) != 1 || lr.Topics[0].Topic != "t" {
+		t.Fatalf("list: %+v", lr.Topics)
+	}
+	h.ok(h.send(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: "g", Topic: "t", QueueID: 1, CommitOffset: 1})[0], nil)
+	var or protocol.OffsetResponse
+	h.ok(h.send(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: "g", Topic: "t", QueueID: 1})[0], &or)
+	if or.Offset != 1 {
+		t.Fatalf("committed offset %d", or.Offset)
+	}
+	h.ok(h.send(&protocol.DeleteTopicRequest{Topic: "t"})[0], nil)
+	f = h.conn.await(t, h.send(sendReq("t", 0, "x"))[0], 2*time.Second)
+	if f.Status != protocol.StatusTopicNotExist {
+		t.Fatalf("send to a deleted topic: %v", f.Status)
+	}
+}
