@@ -19,8 +19,11 @@ run: build
 	mkdir -p data
 	./$(BIN) broker --storePathRootDir ./data --listenPort 10911
 
+# Benchmarks; figures and the commands that produced them are in docs/BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./storage/...
+	$(GO) test -run '^$$' -bench 'Append' -benchtime 4000x ./storage/
+	$(GO) test -run '^$$' -bench 'ReadQueue|RecoverAbnormal' -benchtime 3x -timeout 30m ./storage/
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/cq/ ./storage/index/ ./protocol/
 
 sim:
 	$(GO) test -count=1 -run 'Sim' -timeout 60m ./sim/... -args -seeds 500

@@ -98,6 +98,7 @@ func BenchmarkReadQueue(b *testing.B) {
 			off = res.NextBeginOffset
 		}
 	}
+	b.StopTimer()
 	b.ReportMetric(float64(read)/time.Since(start).Seconds(), "msgs/s")
 }
 
