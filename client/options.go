@@ -1,0 +1,195 @@
+package client
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// Option configures a Producer, PullConsumer, PushConsumer or Admin. An
+// option that does not concern the type it is given to is ignored.
+type Option func(*options)
+
+// ConsumeFrom says where a PushConsumer starts a queue its group has no
+// committed offset for.
+type ConsumeFrom int
+
+const (
+	// ConsumeFromLast starts at the queue's max offset: only new messages
+	// (RocketMQ's CONSUME_FROM_LAST_OFFSET, the default).
+	ConsumeFromLast ConsumeFrom = iota
+	// ConsumeFromFirst starts at the queue's min offset: everything stored.
+	ConsumeFromFirst
+)
+
+func (c ConsumeFrom) String() string {
+	if c == ConsumeFromFirst {
+		return "FIRST_OFFSET"
+	}
+	return "LAST_OFFSET"
+}
+
+type options struct {
+	timeout        time.Duration
+	dialTimeout    time.Duration
+	retries        int
+	retryBackoff   time.Duration
+	reconnectMin   time.Duration
+	reconnectMax   time.Duration
+	logger         *slog.Logger
+	limits         protocol.Limits
+	clientID       string
+	producerGroup  string
+	heartbeat      time.Duration
+	consumeFrom    ConsumeFrom
+	pullBatch      int32
+	pullSuspend    time.Duration
+	consumeBatch   int
+	commitInterval time.Duration
+	retryLater     time.Duration
+	queue          int32
+	routeTTL       time.Duration
+}
+
+func defaultOptions() options {
+	host, _ := os.Hostname()
+	return options{
+		timeout:        3 * time.Second,
+		dialTimeout:    3 * time.Second,
+		retries:        2,
+		retryBackoff:   100 * time.Millisecond,
+		reconnectMin:   100 * time.Millisecond,
+		reconnectMax:   3 * time.Second,
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		limits:         protocol.DefaultLimits(),
+		clientID:       host + "@" + strconv.Itoa(os.Getpid()),
+		producerGroup:  "DEFAULT_PRODUCER",
+		heartbeat:      30 * time.Second,
+		consumeFrom:    ConsumeFromLast,
+		pullBatch:      32,
+		pullSuspend:    15 * time.Second,
+		consumeBatch:   1,
+		commitInterval: 5 * time.Second,
+		retryLater:     time.Second,
+		queue:          -1,
+		routeTTL:       30 * time.Second,
+	}
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case o.timeout <= 0:
+		return o, fmt.Errorf("wharf client: timeout must be positive, got %v", o.timeout)
+	case o.dialTimeout <= 0:
+		return o, fmt.Errorf("wharf client: dial timeout must be positive, got %v", o.dialTimeout)
+	case o.retries < 0:
+		return o, fmt.Errorf("wharf client: retries must not be negative, got %d", o.retries)
+	case o.pullBatch <= 0 || o.pullBatch > int32(protocol.DefaultMaxBatchMessages):
+		return o, fmt.Errorf("wharf client: pull batch size must be in 1..%d, got %d", protocol.DefaultMaxBatchMessages, o.pullBatch)
+	case o.consumeBatch <= 0:
+		return o, fmt.Errorf("wharf client: consume batch size must be positive, got %d", o.consumeBatch)
+	case o.pullSuspend < 0:
+		return o, fmt.Errorf("wharf client: pull suspend must not be negative, got %v", o.pullSuspend)
+	case o.commitInterval <= 0:
+		return o, fmt.Errorf("wharf client: commit interval must be positive, got %v", o.commitInterval)
+	}
+	d := protocol.DefaultLimits()
+	if o.limits.MaxBatchMessages <= 0 {
+		o.limits.MaxBatchMessages = d.MaxBatchMessages
+	}
+	if o.limits.MaxMessageSize <= 0 {
+		o.limits.MaxMessageSize = d.MaxMessageSize
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.reconnectMax < o.reconnectMin {
+		o.reconnectMax = o.reconnectMin
+	}
+	return o, nil
+}
+
+// WithTimeout sets the timeout of each request (default 3 s). A pull's
+// timeout is its suspend time plus this. The context passed to a call can
+// only shorten it. For Producer.Send it applies to each attempt.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDialTimeout sets the TCP connect timeout (default 3 s).
+func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
+
+// WithRetries sets how often a Producer repeats a send that failed with a
+// retryable status or a connection error (default 2, so at most 3 attempts).
+// Stored-but-unconfirmed statuses (FLUSH_DISK_TIMEOUT, ...) and timeouts are
+// never retried: the message may be stored, and a resend would duplicate it.
+func WithRetries(n int) Option { return func(o *options) { o.retries = n } }
+
+// WithRetryBackoff sets the pause before the first retry of a send (default
+// 100 ms); it doubles for each further retry.
+func WithRetryBackoff(d time.Duration) Option { return func(o *options) { o.retryBackoff = d } }
+
+// WithReconnectBackoff bounds the pause after a failed connect during which
+// calls fail at once with ErrBrokerUnavailable instead of dialing again
+// (default 100 ms, doubling up to 3 s).
+func WithReconnectBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.reconnectMin, o.reconnectMax = min, max }
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithLimits sets the frame limits applied to what is sent and received
+// (default protocol.DefaultLimits()).
+func WithLimits(l protocol.Limits) Option { return func(o *options) { o.limits = l } }
+
+// WithClientID sets the id sent in heartbeats (default host@pid).
+func WithClientID(id string) Option { return func(o *options) { o.clientID = id } }
+
+// WithProducerGroup sets a Producer's group (default DEFAULT_PRODUCER).
+func WithProducerGroup(g string) Option { return func(o *options) { o.producerGroup = g } }
+
+// WithHeartbeat sets the heartbeat interval (default 30 s; 0 disables the
+// periodic heartbeat, one is still sent on connect).
+func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
+
+// WithQueue makes a Producer send to this queue rather than round robin over
+// the topic's write queues (default -1: round robin).
+func WithQueue(q int32) Option { return func(o *options) { o.queue = q } }
+
+// WithRouteTTL sets how long a Producer trusts the write-queue count it read
+// for a topic (default 30 s).
+func WithRouteTTL(d time.Duration) Option { return func(o *options) { o.routeTTL = d } }
+
+// WithConsumeFrom sets where a PushConsumer starts a queue its group has no
+// committed offset for (default ConsumeFromLast).
+func WithConsumeFrom(c ConsumeFrom) Option { return func(o *options) { o.consumeFrom = c } }
+
+// WithPullBatchSize sets how many messages a PushConsumer asks for per pull
+// (default 32, at most 1024).
+func WithPullBatchSize(n int) Option { return func(o *options) { o.pullBatch = int32(n) } }
+
+// WithPullSuspend sets how long a PushConsumer's pull waits at the broker
+// for a new message (long polling; default 15 s).
+func WithPullSuspend(d time.Duration) Option { return func(o *options) { o.pullSuspend = d } }
+
+// WithConsumeBatchSize sets how many messages a PushConsumer hands to its
+// handler at once (default 1).
+func WithConsumeBatchSize(n int) Option { return func(o *options) { o.consumeBatch = n } }
+
+// WithCommitInterval sets how often a PushConsumer commits its offsets
+// (default 5 s; they are also committed on Close).
+func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
+
+// WithRetryLaterDelay sets the pause before a PushConsumer redelivers a batch
+// its handler answered ConsumeRetryLater (default 1 s).
+func WithRetryLaterDelay(d time.Duration) Option { return func(o *options) { o.retryLater = d } }
