@@ -1,0 +1,229 @@
+package brokerconf
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+	"github.com/wharfmq/wharf/storage/cq"
+)
+
+// Ranges of the disk ratios, in percent. RocketMQ clamps the values it
+// reads to them; Resolve, Load and Parse do the same with a warning, and
+// Validate rejects a Config outside them.
+const (
+	diskMaxUsedMin, diskMaxUsedMax     = 10, 95
+	cleanForciblyMin, cleanForciblyMax = 30, 85
+	warningLevelMin, warningLevelMax   = 35, 90
+)
+
+// minCommitLogSegment is the smallest mappedFileSizeCommitLog.
+const minCommitLogSegment = 64 << 10
+
+// frameOverhead is the room a frame needs beside one message body: the
+// length prefix and the largest header.
+const frameOverhead = 4 + protocol.DefaultMaxHeaderSize
+
+// Validate checks every key and the relations between keys. The error lists
+// every problem found, one per line, each starting with the key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	// Identity and roles.
+	if c.BrokerClusterName == "" || strings.IndexFunc(c.BrokerClusterName, unicode.IsSpace) >= 0 {
+		bad("brokerClusterName %q: must be a non-empty name without spaces", c.BrokerClusterName)
+	}
+	if c.BrokerName == "" || strings.IndexFunc(c.BrokerName, unicode.IsSpace) >= 0 {
+		bad("brokerName %q: must be a non-empty name without spaces", c.BrokerName)
+	}
+	switch c.BrokerRole {
+	case AsyncMaster, SyncMaster:
+		if c.BrokerID != 0 {
+			bad("brokerId %d: brokerRole=%s needs brokerId=0 (a slave has brokerRole=SLAVE and brokerId>0)", c.BrokerID, c.BrokerRole)
+		}
+	case Slave:
+		if c.BrokerID <= 0 {
+			bad("brokerId %d: brokerRole=SLAVE needs brokerId>0 (brokerId 0 is the master of %s)", c.BrokerID, c.BrokerName)
+		}
+		if c.HAMasterAddress == "" {
+			bad("haMasterAddress is empty: brokerRole=SLAVE needs the master's host:haListenPort")
+		}
+	default:
+		bad("brokerRole %q: must be ASYNC_MASTER, SYNC_MASTER or SLAVE%s", c.BrokerRole, didYouMean(c.BrokerRole, AsyncMaster, SyncMaster, Slave))
+	}
+	switch c.FlushDiskType {
+	case AsyncFlush, SyncFlush:
+	default:
+		bad("flushDiskType %q: must be ASYNC_FLUSH or SYNC_FLUSH%s", c.FlushDiskType, didYouMean(c.FlushDiskType, AsyncFlush, SyncFlush))
+	}
+
+	// Network.
+	if a, err := netip.ParseAddr(c.BrokerIP1); err != nil || a.Zone() != "" {
+		bad("brokerIP1 %q: must be an IP address such as 127.0.0.1", c.BrokerIP1)
+	} else if a.IsUnspecified() {
+		bad("brokerIP1 %s: must be an address clients can reach; it is advertised and written into every message's store host", c.BrokerIP1)
+	}
+	if !validPort(c.ListenPort) {
+		bad("listenPort %d: must be a port 1-65535", c.ListenPort)
+	}
+	switch ha := c.EffectiveHAListenPort(); {
+	case !validPort(ha) && c.HAListenPort == 0:
+		bad("haListenPort %d (listenPort + 1): must be a port 1-65535; set haListenPort", ha)
+	case !validPort(ha):
+		bad("haListenPort %d: must be a port 1-65535 (or 0 for listenPort + 1)", ha)
+	case ha == c.ListenPort:
+		bad("haListenPort %d: must differ from listenPort", ha)
+	}
+	if c.HAMasterAddress != "" {
+		if err := checkHostPort(c.HAMasterAddress); err != nil {
+			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
+		}
+	}
+	for _, a := range strings.Split(c.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			if err := checkHostPort(a); err != nil {
+				bad("namesrvAddr %q: %q: %v", c.NamesrvAddr, a, err)
+			}
+		}
+	}
+	if c.MaxMessageSize <= 0 {
+		bad("maxMessageSize %d: must be positive", c.MaxMessageSize)
+	}
+	if c.MaxFrameSize < c.MaxMessageSize+frameOverhead || int64(c.MaxFrameSize) > math.MaxUint32 {
+		bad("maxFrameSize %d: must be between maxMessageSize + %d (%d) and %d", c.MaxFrameSize, frameOverhead, c.MaxMessageSize+frameOverhead, uint32(math.MaxUint32))
+	}
+	if c.MaxOutboundBytes < int64(c.MaxFrameSize) {
+		bad("maxOutboundBytes %d: must be at least maxFrameSize (%d), or no large response could be sent", c.MaxOutboundBytes, c.MaxFrameSize)
+	}
+
+	// Store.
+	if c.StorePathRootDir == "" {
+		bad("storePathRootDir is empty")
+	}
+	if c.StorePathCommitLog != "" && filepath.Clean(c.StorePathCommitLog) != defaultCommitLogPath(c.StorePathRootDir) {
+		bad("storePathCommitLog %q: Wharf keeps the CommitLog in ${storePathRootDir}/commitlog (%s); set storePathRootDir instead",
+			c.StorePathCommitLog, defaultCommitLogPath(c.StorePathRootDir))
+	}
+	switch sz := c.MappedFileSizeCommitLog; {
+	case sz < minCommitLogSegment || sz%4096 != 0:
+		bad("mappedFileSizeCommitLog %d: must be a multiple of 4096 and at least %d (64 KiB)", sz, minCommitLogSegment)
+	case sz < int64(c.MaxMessageSize)+storage.BlankRecordSize+1:
+		bad("mappedFileSizeCommitLog %d: must be larger than maxMessageSize + %d (%d) so the largest message fits a segment",
+			sz, storage.BlankRecordSize, int64(c.MaxMessageSize)+storage.BlankRecordSize)
+	}
+	if sz := c.MappedFileSizeConsumeQueue; sz <= 0 || sz%cq.UnitSize != 0 || sz/cq.UnitSize > cq.MaxEntriesPerFile {
+		bad("mappedFileSizeConsumeQueue %d: must be a positive multiple of %d (the entry size), at most %d", sz, cq.UnitSize, cq.MaxEntriesPerFile*cq.UnitSize)
+	}
+	if c.MaxHashSlotNum < 1 || c.MaxHashSlotNum > math.MaxInt32 {
+		bad("maxHashSlotNum %d: must be 1-%d", c.MaxHashSlotNum, math.MaxInt32)
+	}
+	if c.MaxIndexNum < 2 || c.MaxIndexNum > math.MaxInt32 {
+		bad("maxIndexNum %d: must be 2-%d", c.MaxIndexNum, math.MaxInt32)
+	}
+
+	// Retention.
+	if _, err := storage.ParseDeleteWhen(c.DeleteWhen); err != nil {
+		bad("%v", err)
+	}
+	ratio := func(key string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad("%s %d: must be a percentage %d-%d", key, v, lo, hi)
+		}
+	}
+	ratio("diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, diskMaxUsedMin, diskMaxUsedMax)
+	ratio("diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio, cleanForciblyMin, cleanForciblyMax)
+	ratio("diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio, warningLevelMin, warningLevelMax)
+	ratio("accessMessageInMemoryMaxRatio", c.AccessMessageInMemoryMaxRatio, 0, 100)
+
+	// Durations, counts and sizes.
+	v := reflect.ValueOf(c)
+	for _, f := range fields() {
+		if u := unitName(v.Field(f.index).Interface()); u != "" && v.Field(f.index).Int() <= 0 {
+			bad("%s %d: must be a positive number of %s", f.key, v.Field(f.index).Int(), u)
+		}
+	}
+	if c.FlushCommitLogLeastPages < 0 {
+		bad("flushCommitLogLeastPages %d: must not be negative", c.FlushCommitLogLeastPages)
+	}
+	if c.FlushConsumeQueueLeastPages < 0 {
+		bad("flushConsumeQueueLeastPages %d: must not be negative", c.FlushConsumeQueueLeastPages)
+	}
+	if c.HATransferBatchSize <= 0 {
+		bad("haTransferBatchSize %d: must be positive", c.HATransferBatchSize)
+	}
+	if c.HAMaxGapNotInSync <= 0 {
+		bad("haMaxGapNotInSync %d: must be positive", c.HAMaxGapNotInSync)
+	}
+	if c.InSyncReplicas < 1 {
+		bad("inSyncReplicas %d: must be at least 1 (the master's copy)", c.InSyncReplicas)
+	}
+	if c.DefaultTopicQueueNums < 1 {
+		bad("defaultTopicQueueNums %d: must be at least 1", c.DefaultTopicQueueNums)
+	}
+	if _, err := ParseDelayLevels(c.MessageDelayLevel); err != nil {
+		bad("%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+func validPort(p int) bool { return p >= 1 && p <= 65535 }
+
+// checkHostPort checks a host:port address.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return errors.New("must be host:port")
+	}
+	if host == "" {
+		return errors.New("must be host:port with a host")
+	}
+	if p, err := strconv.Atoi(port); err != nil || !validPort(p) {
+		return fmt.Errorf("port %q must be 1-65535", port)
+	}
+	return nil
+}
+
+// defaultCommitLogPath is ${storePathRootDir}/commitlog, the only CommitLog
+// directory Wharf supports.
+func defaultCommitLogPath(root string) string { return filepath.Join(root, "commitlog") }
+
+// didYouMean suggests the choice equal to s but for case, if any.
+func didYouMean(s string, choices ...string) string {
+	for _, ch := range choices {
+		if strings.EqualFold(strings.ReplaceAll(s, "-", "_"), ch) {
+			return " (did you mean " + ch + "?)"
+		}
+	}
+	return ""
+}
+
+// ParseDelayLevels parses messageDelayLevel: delays separated by spaces, each
+// a positive integer followed by s, m, h or d ("1s 5s 10s 30s 1m ... 2h").
+// Level n is the n-th delay.
+func ParseDelayLevels(s string) ([]time.Duration, error) {
+	units := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}
+	var levels []time.Duration
+	for _, f := range strings.Fields(s) {
+		unit, ok := units[f[len(f)-1]]
+		n, err := strconv.ParseInt(f[:len(f)-1], 10, 32)
+		if !ok || err != nil || n <= 0 {
+			return nil, fmt.Errorf("messageDelayLevel %q: %q is not a delay such as 10s, 5m, 2h or 1d", s, f)
+		}
+		levels = append(levels, time.Duration(n)*unit)
+	}
+	if len(levels) == 0 {
+		return nil, fmt.Errorf("messageDelayLevel %q: no delay levels", s)
+	}
+	return levels, nil
+}
