@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -97,8 +99,8 @@ func (r *reputActor) Receive(ctx actor.Context) {
 	case *pullMsg:
 		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}))
 	case *deleteBefore:
-		for _, pid := range r.queues {
-			ctx.Send(pid, m)
+		for _, k := range sortedKeys(r.queues) {
+			ctx.Send(r.queues[k], m)
 		}
 		ctx.Send(r.b.index, m)
 	case *checkpointTick:
@@ -142,8 +144,10 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 		// corruption of the running log: stop dispatching rather than skip.
 		r.b.log.Error("reput: cannot decode the log; dispatch stopped", "offset", next, "err", err)
 	}
-	for k, reqs := range perQueue {
-		ctx.Send(r.queue(ctx, k), &queueEntries{reqs: reqs})
+	// In key order, not map order: the simulator needs the same sends in
+	// the same order for the same seed.
+	for _, k := range sortedKeys(perQueue) {
+		ctx.Send(r.queue(ctx, k), &queueEntries{reqs: perQueue[k]})
 	}
 	if len(all) > 0 {
 		ctx.Send(r.b.index, &indexEntries{reqs: all})
@@ -162,8 +166,8 @@ func (r *reputActor) startCheckpoint(ctx actor.Context) {
 	r.marks = r.marks[:0]
 	r.cpFailed = false
 	r.waiting = len(r.queues) + 1
-	for _, pid := range r.queues {
-		ctx.Request(pid, &flushBarrier{id: r.barrier})
+	for _, k := range sortedKeys(r.queues) {
+		ctx.Request(r.queues[k], &flushBarrier{id: r.barrier})
 	}
 	ctx.Request(r.b.index, &flushBarrier{id: r.barrier})
 }
@@ -429,4 +433,19 @@ func (x *indexActor) query(m *queryMsg) {
 		resp.Messages = append(resp.Messages, recordToExt(&recs[i]))
 	}
 	x.b.respond(m.request, protocol.StatusOK, "", resp)
+}
+
+// sortedKeys returns the keys of m in (topic, queue) order.
+func sortedKeys[V any](m map[storage.QueueKey]V) []storage.QueueKey {
+	keys := make([]storage.QueueKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b storage.QueueKey) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.QueueID) - int(b.QueueID)
+	})
+	return keys
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,14 +162,21 @@ func (s *Store) ConsumeQueue(k QueueKey, create bool) (*cq.Queue, error) {
 	return q, nil
 }
 
-// Queues lists every queue that has a ConsumeQueue.
+// Queues lists every queue that has a ConsumeQueue, in (topic, queue id)
+// order.
 func (s *Store) Queues() []QueueKey {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	keys := make([]QueueKey, 0, len(s.cqs))
 	for k := range s.cqs {
 		keys = append(keys, k)
 	}
+	s.mu.RUnlock()
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Topic != keys[j].Topic {
+			return keys[i].Topic < keys[j].Topic
+		}
+		return keys[i].QueueID < keys[j].QueueID
+	})
 	return keys
 }
 
