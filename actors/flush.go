@@ -61,6 +61,12 @@ func (f *flushActor) Receive(ctx actor.Context) {
 		for _, r := range m.replies {
 			r.start = now
 		}
+		if Bugs.AckBeforeFlush {
+			for _, r := range m.replies {
+				f.b.respond(r.request, protocol.StatusOK, "", r.ok)
+			}
+			m.replies = nil
+		}
 		f.waiters = append(f.waiters, m.replies...)
 		f.startFlush(ctx)
 		if len(f.waiters) > 0 && !f.timerArmed {
@@ -72,7 +78,9 @@ func (f *flushActor) Receive(ctx actor.Context) {
 	case *flushTick:
 		f.timerArmed = false
 		if f.b.cfg.FlushDiskType == SyncFlush {
-			f.expire(ctx)
+			if !Bugs.NoFlushTimeout {
+				f.expire(ctx)
+			}
 		} else {
 			f.asyncTick(ctx)
 			f.arm(ctx, f.b.cfg.FlushIntervalCommitLog)
@@ -170,7 +178,7 @@ func (f *flushActor) releaseAll(st protocol.Status, remark string) {
 }
 
 func (f *flushActor) asyncTick(ctx actor.Context) {
-	if f.flushing {
+	if f.flushing || Bugs.AsyncNeverFlush {
 		return
 	}
 	cl := f.b.store.CommitLog()

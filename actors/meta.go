@@ -152,12 +152,23 @@ type offsetMsg struct {
 // persistTick persists consumer offsets.
 type persistTick struct{}
 
+// persistSoon persists offsets whose commits wait for an answer.
+type persistSoon struct{}
+
 // offsetManager owns the consumer offset table (consumerOffset.json),
 // persisted every flushConsumerOffsetInterval when changed and at shutdown.
+//
+// An acknowledged commit (UPDATE_CONSUMER_OFFSET that is not oneway) is
+// answered only after the table holding it is on disk, so a committed offset
+// never moves backwards across a crash; commits arriving together share one
+// write (group commit). Oneway commits and commits piggybacked on pulls are
+// persisted on the interval.
 type offsetManager struct {
-	b     *Broker
-	table storage.ConsumerOffsetTable
-	dirty bool
+	b       *Broker
+	table   storage.ConsumerOffsetTable
+	dirty   bool
+	pending []*request
+	armed   bool
 }
 
 func (o *offsetManager) path() string { return o.b.store.ConfigPath(storage.ConsumerOffsetsFile) }
@@ -180,8 +191,15 @@ func (o *offsetManager) Receive(ctx actor.Context) {
 	case *persistTick:
 		o.persist()
 		o.b.after(o.interval(), ctx.Self(), &persistTick{})
+	case *persistSoon:
+		o.armed = false
+		o.persist()
 	case *actor.Stopping:
 		o.persist()
+	}
+	if len(o.pending) > 0 && !o.armed {
+		o.armed = true
+		o.b.after(time.Millisecond, ctx.Self(), &persistSoon{})
 	}
 }
 
@@ -193,14 +211,23 @@ func (o *offsetManager) interval() time.Duration {
 }
 
 func (o *offsetManager) persist() {
-	if !o.dirty {
-		return
+	var err error
+	if o.dirty {
+		if err = storage.SaveJSON(o.b.storeFS(), o.path(), &o.table); err != nil {
+			o.b.log.Error("persisting consumer offsets failed", "err", err)
+		} else {
+			o.dirty = false
+		}
 	}
-	if err := storage.SaveJSON(o.b.storeFS(), o.path(), &o.table); err != nil {
-		o.b.log.Error("persisting consumer offsets failed", "err", err)
-		return
+	for _, r := range o.pending {
+		if err != nil {
+			o.b.respond(r, protocol.StatusSystemError, "offset not persisted: "+err.Error(), nil)
+		} else {
+			o.b.respond(r, protocol.StatusOK, "", nil)
+		}
 	}
-	o.dirty = false
+	clear(o.pending)
+	o.pending = o.pending[:0]
 }
 
 func (o *offsetManager) handle(m *offsetMsg) {
@@ -219,7 +246,11 @@ func (o *offsetManager) handle(m *offsetMsg) {
 		}
 		q[req.QueueID] = req.CommitOffset
 		o.dirty = true
-		b.respond(m.request, protocol.StatusOK, "", nil)
+		if m.oneway || Bugs.CommitOffsetBeforePersist {
+			b.respond(m.request, protocol.StatusOK, "", nil)
+			return
+		}
+		o.pending = append(o.pending, m.request)
 	case *protocol.QueryConsumerOffsetRequest:
 		off, ok := o.table.Offsets[offsetKey(req.Topic, req.ConsumerGroup)][req.QueueID]
 		if !ok {

@@ -340,6 +340,9 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 		}
 		k := QueueKey{m.Topic, m.QueueID}
 		qo := c.queueOffsets[k]
+		if Bugs.SkipQueueOffset && qo%5 == 3 {
+			qo++
+		}
 		pos := off - cur.start
 		EncodeRecord(cur.data[pos:pos+int64(size)], m, qo, off, storeTimestamp, c.storeHost)
 		c.queueOffsets[k] = qo + 1

@@ -654,3 +654,30 @@ func (f *memFile) Close() error {
 	f.closed = true
 	return nil
 }
+
+// DurableBytes returns a copy of the bytes [off, off+n) of name as a crash
+// right now would leave them if every unsynced page were lost (zeros past
+// the durable content). ok is false if the file, or its directory entry, is
+// not durable. The simulator uses it to check that an acknowledgement never
+// claims more durability than happened.
+func (m *Mem) DurableBytes(name string, off int64, n int) (b []byte, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := split(name)
+	if len(parts) == 0 {
+		return nil, false
+	}
+	dir := m.lookup(parts[:len(parts)-1])
+	if dir == nil || !dir.dir {
+		return nil, false
+	}
+	nd := dir.durable[parts[len(parts)-1]]
+	if nd == nil || nd.dir || nd != dir.children[parts[len(parts)-1]] {
+		return nil, false
+	}
+	b = make([]byte, n)
+	if off < int64(len(nd.synced)) {
+		copy(b, nd.synced[off:])
+	}
+	return b, off+int64(n) <= nd.durSize
+}
