@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/client/clienttest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -21,9 +22,9 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newProducer(t *testing.T, b *fakeBroker, opts ...Option) *Producer {
+func newProducer(t *testing.T, b *clienttest.Broker, opts ...Option) *Producer {
 	t.Helper()
-	p, err := NewProducer(b.addr, opts...)
+	p, err := NewProducer(b.Addr(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +32,9 @@ func newProducer(t *testing.T, b *fakeBroker, opts ...Option) *Producer {
 	return p
 }
 
-func newAdmin(t *testing.T, b *fakeBroker) *Admin {
+func newAdmin(t *testing.T, b *clienttest.Broker) *Admin {
 	t.Helper()
-	a, err := NewAdmin(b.addr)
+	a, err := NewAdmin(b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +117,8 @@ func TestStatusErrorMapping(t *testing.T) {
 }
 
 func TestProducerSendRoundRobinAndPull(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 4)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	var results []SendResult
@@ -135,12 +136,12 @@ func TestProducerSendRoundRobinAndPull(t *testing.T) {
 		results = append(results, res)
 	}
 	for q := range 4 {
-		msgs := b.messages("T", q)
+		msgs := b.Messages("T", q)
 		if len(msgs) != 2 {
 			t.Fatalf("queue %d has %d messages, want 2 (round robin)", q, len(msgs))
 		}
 	}
-	pc, err := NewPullConsumer(b.addr, "G")
+	pc, err := NewPullConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestProducerSendRoundRobinAndPull(t *testing.T) {
 	if err != nil || string(m.Body) != "body-6" || m.QueueOffset != results[6].QueueOffset {
 		t.Fatalf("ViewMessage = %+v, %v", m, err)
 	}
-	if _, err := a.ViewMessage(ctx, protocol.OffsetMsgID(b.store, 1<<40)); !errors.Is(err, ErrNotFound) {
+	if _, err := a.ViewMessage(ctx, protocol.OffsetMsgID(b.StoreHost(), 1<<40)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("ViewMessage of a missing id: %v", err)
 	}
 	if _, err := a.ViewMessage(ctx, "zz"); !errors.Is(err, ErrInvalidParameter) {
@@ -197,8 +198,8 @@ func TestProducerSendRoundRobinAndPull(t *testing.T) {
 }
 
 func TestSendToQueueBatchAndOneway(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 4)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	res, err := p.Send(ctx, msg("T", "x"), ToQueue(3))
@@ -216,7 +217,7 @@ func TestSendToQueueBatchAndOneway(t *testing.T) {
 	if br.QueueID != 2 || br.QueueOffset != 0 || len(br.MsgIDs) != 10 || len(br.UniqKeys) != 10 || br.Status != protocol.StatusOK {
 		t.Fatalf("batch result %+v", br)
 	}
-	got := b.messages("T", 2)
+	got := b.Messages("T", 2)
 	for i, m := range got {
 		if string(m.Body) != fmt.Sprint(i) || m.UniqKey() != br.UniqKeys[i] || m.MsgID != br.MsgIDs[i] {
 			t.Fatalf("batch message %d: %q %s", i, m.Body, m.UniqKey())
@@ -231,7 +232,7 @@ func TestSendToQueueBatchAndOneway(t *testing.T) {
 	if err := p.SendOneway(ctx, msg("T", "oneway"), ToQueue(1)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "oneway message stored", func() bool { return len(b.messages("T", 1)) == 1 })
+	eventually(t, 5*time.Second, "oneway message stored", func() bool { return len(b.Messages("T", 1)) == 1 })
 	if _, err := p.Send(ctx, msg("bad topic", "x")); !errors.Is(err, ErrMessageIllegal) {
 		t.Fatalf("bad topic: %v", err)
 	}
@@ -241,15 +242,13 @@ func TestSendToQueueBatchAndOneway(t *testing.T) {
 }
 
 func TestUnknownTopicLetsBrokerPick(t *testing.T) {
-	b := newFakeBroker(t)
+	b := clienttest.NewBroker(t)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	if _, err := p.Send(ctx, msg("NEW", "x")); !errors.Is(err, ErrTopicNotExist) {
 		t.Fatalf("send to a missing topic: %v", err)
 	}
-	b.mu.Lock()
-	b.autoCreate = true
-	b.mu.Unlock()
+	b.SetAutoCreate(true)
 	res, err := p.Send(ctx, msg("NEW", "x"))
 	if err != nil || res.QueueID < 0 {
 		t.Fatalf("auto-created: %+v, %v", res, err)
@@ -278,9 +277,9 @@ func TestProducerRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newFakeBroker(t)
-			b.createTopic("T", 2)
-			b.setHook(func(code protocol.Code, n int) protocol.Status {
+			b := clienttest.NewBroker(t)
+			b.CreateTopic("T", 2)
+			b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
 				if code == protocol.CodeSendMessage && n <= tt.failCount {
 					return tt.failWith
 				}
@@ -291,10 +290,10 @@ func TestProducerRetries(t *testing.T) {
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
-			if got := b.count(protocol.CodeSendMessage); got != tt.wantSends {
+			if got := b.Count(protocol.CodeSendMessage); got != tt.wantSends {
 				t.Errorf("%d sends, want %d", got, tt.wantSends)
 			}
-			if got := b.total("T"); got != tt.wantStore {
+			if got := b.Total("T"); got != tt.wantStore {
 				t.Errorf("%d stored, want %d", got, tt.wantStore)
 			}
 			if tt.failWith.Unconfirmed() {
@@ -314,14 +313,14 @@ func TestProducerRetries(t *testing.T) {
 }
 
 func TestReconnectAfterBrokerRestart(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 2)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 2)
 	p := newProducer(t, b, WithRetries(0), WithReconnectBackoff(10*time.Millisecond, 50*time.Millisecond))
 	ctx := testCtx(t)
 	if _, err := p.Send(ctx, msg("T", "before")); err != nil {
 		t.Fatal(err)
 	}
-	b.stop()
+	b.Stop()
 	start := time.Now()
 	_, err := p.Send(ctx, msg("T", "down"))
 	if !errors.Is(err, ErrBrokerUnavailable) {
@@ -330,7 +329,7 @@ func TestReconnectAfterBrokerRestart(t *testing.T) {
 	if time.Since(start) > 2*time.Second {
 		t.Errorf("failing send took %v", time.Since(start))
 	}
-	b.restart()
+	b.Restart()
 	eventually(t, 5*time.Second, "send after restart", func() bool {
 		_, err := p.Send(ctx, msg("T", "after"))
 		return err == nil
@@ -338,9 +337,9 @@ func TestReconnectAfterBrokerRestart(t *testing.T) {
 }
 
 func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 2)
-	b.setStall(protocol.CodeSendMessage, true)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 2)
+	b.SetStall(protocol.CodeSendMessage, true)
 	p := newProducer(t, b, WithRetries(0), WithTimeout(10*time.Second))
 	ctx := testCtx(t)
 	const n = 5
@@ -351,9 +350,9 @@ func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "sends reach the broker", func() bool { return b.count(protocol.CodeSendMessage) == n })
+	eventually(t, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == n })
 	start := time.Now()
-	b.dropConns()
+	b.DropConns()
 	for range n {
 		select {
 		case err := <-errs:
@@ -367,16 +366,16 @@ func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("pending calls took %v to fail", d)
 	}
-	b.setStall(protocol.CodeSendMessage, false)
+	b.SetStall(protocol.CodeSendMessage, false)
 	if _, err := p.Send(ctx, msg("T", "again")); err != nil {
 		t.Fatalf("send after reconnect: %v", err)
 	}
 }
 
 func TestContextTimeoutAndCancel(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 2)
-	b.setStall(protocol.CodeSendMessage, true)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 2)
+	b.SetStall(protocol.CodeSendMessage, true)
 	p := newProducer(t, b, WithRetries(3))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -389,7 +388,7 @@ func TestContextTimeoutAndCancel(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("timeout took %v", d)
 	}
-	if n := b.count(protocol.CodeSendMessage); n != 1 {
+	if n := b.Count(protocol.CodeSendMessage); n != 1 {
 		t.Errorf("a timed-out send was retried: %d sends", n)
 	}
 
@@ -408,9 +407,9 @@ func TestContextTimeoutAndCancel(t *testing.T) {
 }
 
 func TestLongPolling(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 1)
-	pc, err := NewPullConsumer(b.addr, "G")
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 1)
+	pc, err := NewPullConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +439,7 @@ func TestLongPolling(t *testing.T) {
 		r, err := pc.Pull(ctx, "T", 0, 0, 32, PullOptions{Suspend: 10 * time.Second})
 		done <- out{r, err, time.Now()}
 	}()
-	eventually(t, 5*time.Second, "pull held", func() bool { return b.count(protocol.CodePullMessage) == 2 })
+	eventually(t, 5*time.Second, "pull held", func() bool { return b.Count(protocol.CodePullMessage) == 2 })
 	if _, err := pc.MaxOffset(ctx, "T", 0); err != nil {
 		t.Fatalf("a call beside a held pull: %v", err)
 	}
@@ -474,8 +473,8 @@ func TestLongPolling(t *testing.T) {
 }
 
 func TestPullTagFilterAndOffsets(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 1)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 1)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	for i, tag := range []string{"a", "b", "c", "a", "b"} {
@@ -485,7 +484,7 @@ func TestPullTagFilterAndOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pc, err := NewPullConsumer(b.addr, "G")
+	pc, err := NewPullConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +521,7 @@ func TestPullTagFilterAndOffsets(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
-	b := newFakeBroker(t)
+	b := clienttest.NewBroker(t)
 	a := newAdmin(t, b)
 	ctx := testCtx(t)
 	if err := a.CreateTopic(ctx, protocol.TopicConfig{Topic: "A", ReadQueueNums: 3, WriteQueueNums: 3}); err != nil {
@@ -606,8 +605,8 @@ func (r *pushRecorder) handle(_ context.Context, msgs []*protocol.MessageExt) Co
 }
 
 func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 4)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	const before = 200
@@ -617,7 +616,7 @@ func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
 		}
 	}
 	rec := newPushRecorder()
-	c, err := NewPushConsumer(b.addr, "G", WithConsumeFrom(ConsumeFromFirst), WithConsumeBatchSize(3),
+	c, err := NewPushConsumer(b.Addr(), "G", WithConsumeFrom(ConsumeFromFirst), WithConsumeBatchSize(3),
 		WithPullBatchSize(7), WithPullSuspend(time.Second), WithCommitInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -675,8 +674,8 @@ func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
 }
 
 func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 2)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 2)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	send := func(from, to int) {
@@ -689,7 +688,7 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 	send(0, 10)
 	run := func(from ConsumeFrom, want int64) *pushRecorder {
 		rec := newPushRecorder()
-		c, err := NewPushConsumer(b.addr, "G", WithConsumeFrom(from), WithPullSuspend(200*time.Millisecond),
+		c, err := NewPushConsumer(b.Addr(), "G", WithConsumeFrom(from), WithPullSuspend(200*time.Millisecond),
 			WithCommitInterval(time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -721,8 +720,8 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 }
 
 func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 1)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 1)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 	for i := range 5 {
@@ -733,7 +732,7 @@ func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	failed := false
-	c, err := NewPushConsumer(b.addr, "G", WithConsumeFrom(ConsumeFromFirst), WithRetryLaterDelay(20*time.Millisecond),
+	c, err := NewPushConsumer(b.Addr(), "G", WithConsumeFrom(ConsumeFromFirst), WithRetryLaterDelay(20*time.Millisecond),
 		WithPullSuspend(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -769,8 +768,8 @@ func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
 }
 
 func TestPushConsumerErrors(t *testing.T) {
-	b := newFakeBroker(t)
-	c, err := NewPushConsumer(b.addr, "G")
+	b := clienttest.NewBroker(t)
+	c, err := NewPushConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,15 +790,15 @@ func TestPushConsumerErrors(t *testing.T) {
 	if err := c.Start(testCtx(t)); !errors.Is(err, ErrTopicNotExist) {
 		t.Errorf("Start on a missing topic: %v", err)
 	}
-	if _, err := NewPushConsumer(b.addr, ""); err == nil {
+	if _, err := NewPushConsumer(b.Addr(), ""); err == nil {
 		t.Error("empty group accepted")
 	}
 }
 
 func TestConstructorsFailWithoutBroker(t *testing.T) {
-	b := newFakeBroker(t)
-	addr := b.addr
-	b.stop()
+	b := clienttest.NewBroker(t)
+	addr := b.Addr()
+	b.Stop()
 	if _, err := NewProducer(addr, WithDialTimeout(time.Second)); !errors.Is(err, ErrBrokerUnavailable) {
 		t.Errorf("NewProducer: %v", err)
 	}
@@ -812,10 +811,10 @@ func TestConstructorsFailWithoutBroker(t *testing.T) {
 }
 
 func TestCloseWithCallsInFlight(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 2)
-	b.setStall(protocol.CodeSendMessage, true)
-	b.setStall(protocol.CodeGetMaxOffset, true)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 2)
+	b.SetStall(protocol.CodeSendMessage, true)
+	b.SetStall(protocol.CodeGetMaxOffset, true)
 	p := newProducer(t, b, WithTimeout(time.Minute))
 	ctx := testCtx(t)
 	const n = 20
@@ -830,7 +829,7 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 5*time.Second, "sends in flight", func() bool { return b.count(protocol.CodeSendMessage) == n })
+	eventually(t, 5*time.Second, "sends in flight", func() bool { return b.Count(protocol.CodeSendMessage) == n })
 
 	a := newAdmin(t, b)
 	adminErr := make(chan error, 1)
@@ -838,7 +837,7 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 		_, err := a.GetMaxOffset(context.Background(), "T", 0)
 		adminErr <- err
 	}()
-	eventually(t, 5*time.Second, "admin call in flight", func() bool { return b.count(protocol.CodeGetMaxOffset) == 1 })
+	eventually(t, 5*time.Second, "admin call in flight", func() bool { return b.Count(protocol.CodeGetMaxOffset) == 1 })
 
 	start := time.Now()
 	p.Close()
@@ -872,8 +871,8 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 }
 
 func TestNoGoroutineLeaks(t *testing.T) {
-	b := newFakeBroker(t)
-	b.createTopic("T", 4)
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 4)
 	ctx := testCtx(t)
 	settle := func() int {
 		time.Sleep(50 * time.Millisecond)
@@ -881,7 +880,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	}
 	base := settle()
 
-	p, err := NewProducer(b.addr)
+	p, err := NewProducer(b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +891,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	for range 50 {
 		<-done
 	}
-	pc, err := NewPullConsumer(b.addr, "G1")
+	pc, err := NewPullConsumer(b.Addr(), "G1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -903,7 +902,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		pullDone <- err
 	}()
 	rec := newPushRecorder()
-	c, err := NewPushConsumer(b.addr, "G2", WithConsumeFrom(ConsumeFromFirst), WithPullSuspend(10*time.Second))
+	c, err := NewPushConsumer(b.Addr(), "G2", WithConsumeFrom(ConsumeFromFirst), WithPullSuspend(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

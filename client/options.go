@@ -54,6 +54,7 @@ type options struct {
 	retryLater     time.Duration
 	queue          int32
 	routeTTL       time.Duration
+	pullErr        func(topic string, queueID int32, err error)
 }
 
 func defaultOptions() options {
@@ -193,3 +194,11 @@ func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.co
 // WithRetryLaterDelay sets the pause before a PushConsumer redelivers a batch
 // its handler answered ConsumeRetryLater (default 1 s).
 func WithRetryLaterDelay(d time.Duration) Option { return func(o *options) { o.retryLater = d } }
+
+// WithPullErrorHandler sets a function a PushConsumer calls (from its queue
+// goroutines; it must return quickly) whenever a pull fails; the consumer
+// itself logs the error and retries with a backoff. Use it to notice a
+// broker that has gone away (errors.Is(err, ErrBrokerUnavailable)).
+func WithPullErrorHandler(f func(topic string, queueID int32, err error)) Option {
+	return func(o *options) { o.pullErr = f }
+}

@@ -242,6 +242,9 @@ func (pc *PushConsumer) consumeQueue(ctx context.Context, q *queueState) {
 			if ctx.Err() != nil {
 				return
 			}
+			if pc.o.pullErr != nil {
+				pc.o.pullErr(q.sub.topic, q.id, err)
+			}
 			errDelay = min(max(2*errDelay, 100*time.Millisecond), 3*time.Second)
 			log.Warn("wharf client: pull failed", "offset", offset, "err", err, "retry_in", errDelay)
 			if !sleep(ctx, errDelay) {

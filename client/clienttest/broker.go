@@ -1,4 +1,9 @@
-package client
+// Package clienttest provides an in-memory Wharf broker for tests: it speaks
+// the wire protocol on a loopback port and keeps topics, queues of messages
+// and consumer offsets in memory, with long polling, query by key and id.
+// Tests steer it with status hooks and stalls, stop and restart it.
+// It is no model of the real broker's storage or durability.
+package clienttest
 
 import (
 	"bufio"
@@ -15,11 +20,11 @@ import (
 	"github.com/wharfmq/wharf/protocol"
 )
 
-// fakeBroker is an in-memory broker speaking the wire protocol on a
+// Broker is an in-memory broker speaking the wire protocol on a
 // loopback port: topics, queues of messages, consumer offsets, long polling,
 // query by key and id. Tests steer it with statusHook and stall.
-type fakeBroker struct {
-	t    *testing.T
+type Broker struct {
+	t    testing.TB
 	addr string
 
 	mu         sync.Mutex
@@ -38,8 +43,7 @@ type fakeBroker struct {
 	// other codes it replaces the answer.
 	statusHook func(code protocol.Code, n int) protocol.Status
 	// stall: requests of these codes are never answered.
-	stall    map[protocol.Code]bool
-	received chan protocol.Code // every request's code, if not nil (non-blocking)
+	stall map[protocol.Code]bool
 
 	stopped chan struct{} // closed by stop; replaced by restart
 	wg      sync.WaitGroup
@@ -68,9 +72,10 @@ func (c *fakeConn) close() {
 	c.once.Do(func() { close(c.done); c.nc.Close() })
 }
 
-func newFakeBroker(t *testing.T) *fakeBroker {
+// NewBroker starts a broker on a loopback port; t.Cleanup stops it.
+func NewBroker(t testing.TB) *Broker {
 	t.Helper()
-	b := &fakeBroker{
+	b := &Broker{
 		t:        t,
 		conns:    map[*fakeConn]struct{}{},
 		topics:   map[string]*fakeTopic{},
@@ -86,11 +91,11 @@ func newFakeBroker(t *testing.T) *fakeBroker {
 	b.addr = ln.Addr().String()
 	b.store = netip.MustParseAddrPort(b.addr)
 	b.start(ln)
-	t.Cleanup(b.stop)
+	t.Cleanup(b.Stop)
 	return b
 }
 
-func (b *fakeBroker) start(ln net.Listener) {
+func (b *Broker) start(ln net.Listener) {
 	b.mu.Lock()
 	b.ln = ln
 	b.stopped = make(chan struct{})
@@ -99,8 +104,9 @@ func (b *fakeBroker) start(ln net.Listener) {
 	go b.accept(ln)
 }
 
-// stop closes the listener and every connection (the data stays).
-func (b *fakeBroker) stop() {
+// Stop closes the listener and every connection (the data stays). It is
+// registered with t.Cleanup by NewBroker.
+func (b *Broker) Stop() {
 	b.mu.Lock()
 	if b.ln == nil {
 		b.mu.Unlock()
@@ -118,8 +124,8 @@ func (b *fakeBroker) stop() {
 	b.wg.Wait()
 }
 
-// restart listens again on the same address.
-func (b *fakeBroker) restart() {
+// Restart listens again on the same address, with the data kept.
+func (b *Broker) Restart() {
 	b.t.Helper()
 	var ln net.Listener
 	var err error
@@ -134,8 +140,8 @@ func (b *fakeBroker) restart() {
 	b.start(ln)
 }
 
-// dropConns closes every client connection but keeps listening.
-func (b *fakeBroker) dropConns() {
+// DropConns closes every client connection but keeps listening.
+func (b *Broker) DropConns() {
 	b.mu.Lock()
 	conns := b.conns
 	b.conns = map[*fakeConn]struct{}{}
@@ -145,31 +151,56 @@ func (b *fakeBroker) dropConns() {
 	}
 }
 
-func (b *fakeBroker) count(code protocol.Code) int {
+// Addr returns the broker's "127.0.0.1:port".
+func (b *Broker) Addr() string { return b.addr }
+
+// StoreHost returns the address message ids are made of.
+func (b *Broker) StoreHost() netip.AddrPort { return b.store }
+
+// SetAutoCreate makes sends to an unknown topic create it (4 queues).
+func (b *Broker) SetAutoCreate(on bool) {
+	b.mu.Lock()
+	b.autoCreate = on
+	b.mu.Unlock()
+}
+
+// Heartbeats returns how many HEART_BEAT requests arrived.
+func (b *Broker) Heartbeats() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.heartbeats
+}
+
+// Count returns how many requests of code arrived.
+func (b *Broker) Count(code protocol.Code) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.requests[code]
 }
 
-func (b *fakeBroker) setHook(h func(code protocol.Code, n int) protocol.Status) {
+// SetStatusHook sets the status hook (see the statusHook field); nil
+// removes it.
+func (b *Broker) SetStatusHook(h func(code protocol.Code, n int) protocol.Status) {
 	b.mu.Lock()
 	b.statusHook = h
 	b.mu.Unlock()
 }
 
-func (b *fakeBroker) setStall(code protocol.Code, on bool) {
+// SetStall makes requests of code go unanswered (on) or answered again.
+func (b *Broker) SetStall(code protocol.Code, on bool) {
 	b.mu.Lock()
 	b.stall[code] = on
 	b.mu.Unlock()
 }
 
-func (b *fakeBroker) createTopic(name string, queues int32) {
+// CreateTopic creates (or resizes) a read-write topic with queues queues.
+func (b *Broker) CreateTopic(name string, queues int32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.putTopicLocked(protocol.TopicConfig{Topic: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6})
 }
 
-func (b *fakeBroker) putTopicLocked(cfg protocol.TopicConfig) {
+func (b *Broker) putTopicLocked(cfg protocol.TopicConfig) {
 	t := b.topics[cfg.Topic]
 	if t == nil {
 		t = &fakeTopic{}
@@ -181,7 +212,8 @@ func (b *fakeBroker) putTopicLocked(cfg protocol.TopicConfig) {
 	}
 }
 
-func (b *fakeBroker) messages(topic string, q int) []*protocol.MessageExt {
+// Messages returns the messages stored in one queue.
+func (b *Broker) Messages(topic string, q int) []*protocol.MessageExt {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[topic]
@@ -191,7 +223,8 @@ func (b *fakeBroker) messages(topic string, q int) []*protocol.MessageExt {
 	return append([]*protocol.MessageExt(nil), t.queues[q].msgs...)
 }
 
-func (b *fakeBroker) total(topic string) int {
+// Total returns the number of messages stored in a topic.
+func (b *Broker) Total(topic string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
@@ -203,7 +236,7 @@ func (b *fakeBroker) total(topic string) int {
 	return n
 }
 
-func (b *fakeBroker) accept(ln net.Listener) {
+func (b *Broker) accept(ln net.Listener) {
 	defer b.wg.Done()
 	for {
 		nc, err := ln.Accept()
@@ -224,7 +257,7 @@ func (b *fakeBroker) accept(ln net.Listener) {
 	}
 }
 
-func (b *fakeBroker) serve(c *fakeConn) {
+func (b *Broker) serve(c *fakeConn) {
 	defer b.wg.Done()
 	defer func() {
 		c.close()
@@ -273,12 +306,6 @@ func (b *fakeBroker) serve(c *fakeConn) {
 		if f.Code == protocol.CodeHeartbeat {
 			b.heartbeats++
 		}
-		if b.received != nil {
-			select {
-			case b.received <- f.Code:
-			default:
-			}
-		}
 		b.mu.Unlock()
 		if stall {
 			continue
@@ -302,7 +329,7 @@ func (b *fakeBroker) serve(c *fakeConn) {
 	}
 }
 
-func (b *fakeBroker) reply(c *fakeConn, frame []byte) {
+func (b *Broker) reply(c *fakeConn, frame []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.nc.Write(frame)
@@ -321,7 +348,7 @@ func key3(group, topic string, q int32) string {
 }
 
 // storeLocked appends msgs to one queue of topic (picking one if q < 0).
-func (b *fakeBroker) storeLocked(c *fakeConn, topic string, q int32, born int64, msgs []protocol.Message) (int32, int64, []string, protocol.Status, string) {
+func (b *Broker) storeLocked(c *fakeConn, topic string, q int32, born int64, msgs []protocol.Message) (int32, int64, []string, protocol.Status, string) {
 	t := b.topics[topic]
 	if t == nil {
 		if !b.autoCreate {
@@ -371,7 +398,7 @@ func (b *fakeBroker) storeLocked(c *fakeConn, topic string, q int32, born int64,
 	return q, first, ids, protocol.StatusOK, ""
 }
 
-func (b *fakeBroker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request, hooked protocol.Status) []byte {
+func (b *Broker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request, hooked protocol.Status) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if hooked != 0 && !(hooked.Stored() && (f.Code == protocol.CodeSendMessage || f.Code == protocol.CodeSendBatchMessage)) {
@@ -510,7 +537,7 @@ func (b *fakeBroker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request
 
 // pull answers a PULL, holding it while the queue is empty and a suspend
 // time was given (until a message, the timeout, or the connection ends).
-func (b *fakeBroker) pull(c *fakeConn, f *protocol.Frame, r *protocol.PullRequest) []byte {
+func (b *Broker) pull(c *fakeConn, f *protocol.Frame, r *protocol.PullRequest) []byte {
 	expr, err := protocol.ParseTagExpr(r.Subscription)
 	if err != nil {
 		return resp(f, protocol.StatusSubscriptionParseFailed, err.Error(), nil)

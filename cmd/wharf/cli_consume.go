@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+type consumeFlags struct {
+	cliCommon
+	topic      string
+	group      string
+	from       string
+	count      int64
+	idleExit   time.Duration
+	tagExpr    string
+	print      bool
+	pullBatch  int
+	suspend    time.Duration
+	brokerWait time.Duration
+}
+
+func newConsumeCmd() *cobra.Command {
+	var o consumeFlags
+	cmd := &cobra.Command{
+		Use:   "consume --topic T --group G [--count N] [--idle-exit D]",
+		Short: "Consume a topic as a consumer group and report what arrived",
+		Long: `Consume every queue of --topic as consumer group --group (a push consumer:
+one long-polling goroutine per queue, offsets committed every few seconds and
+at exit). A queue the group has no committed offset for starts at its first
+(--from first, the default) or last (--from last) offset.
+
+consume stops after --count messages, or when no message came for --idle-exit,
+and exits 0; on Ctrl-C (SIGINT, SIGTERM) or when the broker stays unreachable
+for --broker-wait it stops, prints its summary and exits non-zero.
+
+--print writes one line per message to stdout, tab-separated:
+  queueId queueOffset key msgId bodyLength
+(key is the KEYS property, "-" if none).
+
+--json prints one JSON object as the last line of stdout:
+  {received, duplicates, msgs_per_s, mb_per_s, elapsed_s, stopped}
+where duplicates counts deliveries of a (queue, offset) already received in
+this run, and msgs_per_s is over the time until the last message.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runConsume(cmd, &o) },
+	}
+	o.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.topic, "topic", "", "topic to consume (required)")
+	f.StringVar(&o.group, "group", "wharf-cli-consumer", "consumer group")
+	f.StringVar(&o.from, "from", "first", "where a queue without a committed offset starts: first or last")
+	f.Int64Var(&o.count, "count", 0, "stop after this many messages (0: no limit)")
+	f.DurationVar(&o.idleExit, "idle-exit", 0, "stop when no message came for this long (0: never)")
+	f.StringVar(&o.tagExpr, "tag-expr", "*", `tag expression: "*" or "a || b"`)
+	f.BoolVar(&o.print, "print", false, "print one line per message")
+	f.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull")
+	f.DurationVar(&o.suspend, "suspend", 15*time.Second, "long-polling time of a pull")
+	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker stays unreachable this long")
+	_ = cmd.MarkFlagRequired("topic")
+	return cmd
+}
+
+// consumeReport is the --json output of consume.
+type consumeReport struct {
+	Received   int64   `json:"received"`
+	Duplicates int64   `json:"duplicates"`
+	MsgsPerS   float64 `json:"msgs_per_s"`
+	MBPerS     float64 `json:"mb_per_s"`
+	ElapsedS   float64 `json:"elapsed_s"`
+	Stopped    string  `json:"stopped"` // "count", "idle", "interrupted", "broker_unavailable"
+}
+
+type consumeQueueOffset struct {
+	queue  int32
+	offset int64
+}
+
+// consumeStats is what the handler saw. Safe for concurrent use.
+type consumeStats struct {
+	count int64 // limit, 0 for none
+	out   *bufio.Writer
+
+	mu         sync.Mutex
+	seen       map[consumeQueueOffset]struct{}
+	received   int64
+	duplicates int64
+	bytes      int64
+	last       time.Time
+	reached    chan struct{} // closed when count is reached
+
+	receivedA atomic.Int64 // for the progress line
+	lastNanos atomic.Int64
+}
+
+func newConsumeStats(count int64, out *bufio.Writer) *consumeStats {
+	return &consumeStats{count: count, out: out, seen: map[consumeQueueOffset]struct{}{}, reached: make(chan struct{})}
+}
+
+func (s *consumeStats) handle(_ context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count > 0 && s.received+int64(len(msgs)) > s.count {
+		// Over the limit: leave them unconsumed (and uncommitted).
+		return client.ConsumeRetryLater
+	}
+	for _, m := range msgs {
+		k := consumeQueueOffset{m.QueueID, m.QueueOffset}
+		if _, dup := s.seen[k]; dup {
+			s.duplicates++
+		} else {
+			s.seen[k] = struct{}{}
+		}
+		s.received++
+		s.bytes += int64(len(m.Body))
+		if s.out != nil {
+			key := strings.Join(m.Keys(), ",")
+			if key == "" {
+				key = "-"
+			}
+			fmt.Fprintf(s.out, "%d\t%d\t%s\t%s\t%d\n", m.QueueID, m.QueueOffset, key, m.MsgID, len(m.Body))
+		}
+	}
+	s.last = time.Now()
+	s.receivedA.Store(s.received)
+	s.lastNanos.Store(s.last.UnixNano())
+	if s.count > 0 && s.received >= s.count {
+		select {
+		case <-s.reached:
+		default:
+			close(s.reached)
+		}
+	}
+	return client.ConsumeSuccess
+}
+
+func (o *consumeFlags) validate() (client.ConsumeFrom, error) {
+	var from client.ConsumeFrom
+	switch o.from {
+	case "first":
+		from = client.ConsumeFromFirst
+	case "last":
+		from = client.ConsumeFromLast
+	default:
+		return 0, fmt.Errorf("--from must be first or last, got %q", o.from)
+	}
+	switch {
+	case o.topic == "":
+		return 0, errors.New("--topic is required")
+	case o.group == "":
+		return 0, errors.New("--group must not be empty")
+	case o.count < 0:
+		return 0, fmt.Errorf("--count must not be negative")
+	case o.idleExit < 0:
+		return 0, fmt.Errorf("--idle-exit must not be negative")
+	case o.pullBatch < 1 || o.pullBatch > protocol.DefaultMaxBatchMessages:
+		return 0, fmt.Errorf("--pull-batch must be in 1..%d", protocol.DefaultMaxBatchMessages)
+	}
+	if err := protocol.ValidateTopic(o.topic); err != nil {
+		return 0, fmt.Errorf("--topic: %w", err)
+	}
+	if _, err := protocol.ParseTagExpr(o.tagExpr); err != nil {
+		return 0, fmt.Errorf("--tag-expr: %w", err)
+	}
+	return from, nil
+}
+
+func runConsume(cmd *cobra.Command, o *consumeFlags) error {
+	from, err := o.validate()
+	if err != nil {
+		return err
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	sigCtx, stopSig := cliSignalContext(cmd.Context())
+	defer stopSig()
+
+	// The broker counts as gone when pulls keep failing to reach it for
+	// --broker-wait.
+	gone := make(chan error, 1)
+	var unavailMu sync.Mutex
+	var unavailSince, unavailLast time.Time
+	onPullErr := func(_ string, _ int32, err error) {
+		if !errors.Is(err, client.ErrBrokerUnavailable) {
+			return
+		}
+		unavailMu.Lock()
+		defer unavailMu.Unlock()
+		now := time.Now()
+		if unavailSince.IsZero() || now.Sub(unavailLast) > 2*o.brokerWait+5*time.Second {
+			unavailSince = now
+		}
+		unavailLast = now
+		if now.Sub(unavailSince) >= o.brokerWait {
+			select {
+			case gone <- err:
+			default:
+			}
+		}
+	}
+
+	var out *bufio.Writer
+	if o.print {
+		out = bufio.NewWriterSize(stdout, 64<<10)
+	}
+	stats := newConsumeStats(o.count, out)
+
+	opts := append(o.clientOptions(stderr),
+		client.WithConsumeFrom(from),
+		client.WithPullBatchSize(o.pullBatch),
+		client.WithPullSuspend(o.suspend),
+		client.WithPullErrorHandler(onPullErr),
+		client.WithRetryLaterDelay(200*time.Millisecond),
+	)
+	c, err := client.NewPushConsumer(o.broker, o.group, opts...)
+	if err != nil {
+		return err
+	}
+	if err := c.Subscribe(o.topic, o.tagExpr, stats.handle); err != nil {
+		c.Close()
+		return err
+	}
+	if err := c.Start(sigCtx); err != nil {
+		c.Close()
+		if sigCtx.Err() != nil {
+			return cliErrInterrupted
+		}
+		return err
+	}
+	start := time.Now()
+	progress := startCLIProgress(stderr, func() string {
+		return fmt.Sprintf("consume %s as %s: received %d", o.topic, o.group, stats.receivedA.Load())
+	})
+
+	var idleC <-chan time.Time
+	if o.idleExit > 0 {
+		t := time.NewTicker(min(o.idleExit/4+time.Millisecond, 100*time.Millisecond))
+		defer t.Stop()
+		idleC = t.C
+	}
+	var stopped string
+	var runErr error
+wait:
+	for {
+		select {
+		case <-stats.reached:
+			stopped = "count"
+			break wait
+		case <-idleC:
+			last := start
+			if n := stats.lastNanos.Load(); n != 0 {
+				last = time.Unix(0, n)
+			}
+			if time.Since(last) >= o.idleExit {
+				stopped = "idle"
+				break wait
+			}
+		case err := <-gone:
+			stopped = "broker_unavailable"
+			runErr = fmt.Errorf("stopped: %w", err)
+			break wait
+		case <-sigCtx.Done():
+			stopped = "interrupted"
+			runErr = cliErrInterrupted
+			break wait
+		}
+	}
+	elapsed := time.Since(start)
+	closeErr := c.Close() // stops the handlers, commits offsets
+	progress.Stop()
+
+	stats.mu.Lock()
+	rep := consumeReport{
+		Received:   stats.received,
+		Duplicates: stats.duplicates,
+		ElapsedS:   cliRound(elapsed.Seconds()),
+		Stopped:    stopped,
+	}
+	if stats.received > 0 {
+		active := stats.last.Sub(start).Seconds()
+		if active <= 0 {
+			active = elapsed.Seconds()
+		}
+		rep.MsgsPerS = cliRound(float64(stats.received) / active)
+		rep.MBPerS = cliRound(float64(stats.bytes) / 1e6 / active)
+	}
+	var printErr error
+	if out != nil {
+		printErr = out.Flush()
+	}
+	stats.mu.Unlock()
+
+	if o.json {
+		if err := cliWriteJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printConsumeReport(stdout, o, rep)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case closeErr != nil:
+		return closeErr
+	case printErr != nil:
+		return printErr
+	}
+	return nil
+}
+
+func printConsumeReport(w io.Writer, o *consumeFlags, r consumeReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "topic\t%s\n", o.topic)
+	fmt.Fprintf(tw, "group\t%s\n", o.group)
+	fmt.Fprintf(tw, "received\t%d\n", r.Received)
+	fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
+	fmt.Fprintf(tw, "elapsed\t%.3f s\n", r.ElapsedS)
+	fmt.Fprintf(tw, "throughput\t%.1f msg/s\t%.3f MB/s\n", r.MsgsPerS, r.MBPerS)
+	fmt.Fprintf(tw, "stopped\t%s\n", r.Stopped)
+	tw.Flush()
+}

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+type produceFlags struct {
+	cliCommon
+	topic    string
+	count    int
+	size     int
+	tag      string
+	key      string
+	queue    int
+	inflight int
+	batch    int
+	keysOut  string
+	retries  int
+	group    string
+	grace    time.Duration
+}
+
+func newProduceCmd() *cobra.Command {
+	var o produceFlags
+	cmd := &cobra.Command{
+		Use:   "produce --topic T [--count N] [--size B]",
+		Short: "Send messages to a topic and report throughput and latency",
+		Long: `Send --count messages of --size bytes to --topic, with up to --inflight sends
+(or batches, with --batch > 1) in flight at once.
+
+With --key K every message gets the unique key K-<seq> (seq from 0), indexed
+by the broker for 'wharf query --key'. --keys-out FILE writes one line per
+acknowledged message: key, msgId, queueId, queueOffset (tab-separated; the key
+is the UNIQ_KEY when --key is not given).
+
+Only SUCCESS answers count as acked. Messages stored without a confirmed flush
+or replication (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)
+count as failed and also as unconfirmed.
+
+On Ctrl-C (SIGINT, SIGTERM), or when the broker cannot be reached, produce
+stops sending, waits a little for the answers in flight, prints its summary
+and exits non-zero; it also exits non-zero when any message failed.
+
+--json prints one JSON object as the last line of stdout:
+  {sent, acked, failed, unconfirmed, msgs_per_s, mb_per_s, p50_ms, p99_ms,
+   p999_ms, elapsed_s, errors, stopped}
+where mb_per_s counts acked payload in MB (10^6 bytes) and the latency
+percentiles are of acknowledged sends (one per batch with --batch).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runProduce(cmd, &o) },
+	}
+	o.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.topic, "topic", "", "topic to send to (required)")
+	f.IntVar(&o.count, "count", 1, "number of messages")
+	f.IntVar(&o.size, "size", 128, "body size in bytes")
+	f.StringVar(&o.tag, "tag", "", "TAGS property of every message")
+	f.StringVar(&o.key, "key", "", "key prefix: message seq gets KEYS K-<seq>")
+	f.IntVar(&o.queue, "queue", -1, "send every message to this queue (-1: round robin)")
+	f.IntVar(&o.inflight, "inflight", 64, "sends (or batches) in flight at once")
+	f.IntVar(&o.batch, "batch", 1, "messages per request (SEND_BATCH when > 1)")
+	f.StringVar(&o.keysOut, "keys-out", "", "write key, msgId, queueId, queueOffset of every acked message to this file")
+	f.IntVar(&o.retries, "retries", 2, "retries of a send that failed with a retryable status or a connection error")
+	f.StringVar(&o.group, "producer-group", "wharf-cli-producer", "producer group")
+	f.DurationVar(&o.grace, "grace", 3*time.Second, "after a stop, how long to wait for the answers of sends in flight")
+	_ = cmd.MarkFlagRequired("topic")
+	return cmd
+}
+
+// produceReport is the --json output of produce.
+type produceReport struct {
+	Sent        int64            `json:"sent"`
+	Acked       int64            `json:"acked"`
+	Failed      int64            `json:"failed"`
+	Unconfirmed int64            `json:"unconfirmed"`
+	MsgsPerS    float64          `json:"msgs_per_s"`
+	MBPerS      float64          `json:"mb_per_s"`
+	P50Ms       float64          `json:"p50_ms"`
+	P99Ms       float64          `json:"p99_ms"`
+	P999Ms      float64          `json:"p999_ms"`
+	ElapsedS    float64          `json:"elapsed_s"`
+	Errors      map[string]int64 `json:"errors,omitempty"`
+	Stopped     string           `json:"stopped"` // "done", "interrupted" or "broker_unavailable"
+}
+
+// produceStats gathers the outcome of every send. Safe for concurrent use.
+type produceStats struct {
+	sent, acked, failed, unconfirmed atomic.Int64
+
+	mu       sync.Mutex
+	errs     map[string]int64
+	hist     *hdrhistogram.Histogram // microseconds
+	keys     *bufio.Writer           // nil without --keys-out
+	keysErr  error
+	firstErr error
+}
+
+func newProduceStats() *produceStats {
+	return &produceStats{errs: map[string]int64{}, hist: hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)}
+}
+
+// produceItem is one message of a request, for the keys file.
+type produceItem struct {
+	key         string
+	msgID       string
+	queueID     int32
+	queueOffset int64
+}
+
+// record notes the outcome of one request of len(items) messages.
+func (s *produceStats) record(items []produceItem, status protocol.Status, err error, latency time.Duration) {
+	n := int64(len(items))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failed.Add(n)
+		if status.Unconfirmed() {
+			s.unconfirmed.Add(n)
+		}
+		s.errs[cliErrorKind(err)] += n
+		if s.firstErr == nil {
+			s.firstErr = err
+		}
+		return
+	}
+	s.acked.Add(n)
+	_ = s.hist.RecordValue(max(1, latency.Microseconds()))
+	if s.keys != nil && s.keysErr == nil {
+		for _, it := range items {
+			if _, err := fmt.Fprintf(s.keys, "%s\t%s\t%d\t%d\n", it.key, it.msgID, it.queueID, it.queueOffset); err != nil {
+				s.keysErr = err
+				break
+			}
+		}
+	}
+}
+
+func (s *produceStats) report(elapsed time.Duration, size int, stopped string) produceReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	secs := elapsed.Seconds()
+	r := produceReport{
+		Sent:        s.sent.Load(),
+		Acked:       s.acked.Load(),
+		Failed:      s.failed.Load(),
+		Unconfirmed: s.unconfirmed.Load(),
+		ElapsedS:    cliRound(secs),
+		Stopped:     stopped,
+	}
+	if secs > 0 {
+		r.MsgsPerS = cliRound(float64(r.Acked) / secs)
+		r.MBPerS = cliRound(float64(r.Acked) * float64(size) / 1e6 / secs)
+	}
+	if s.hist.TotalCount() > 0 {
+		r.P50Ms = cliRound(float64(s.hist.ValueAtQuantile(50)) / 1000)
+		r.P99Ms = cliRound(float64(s.hist.ValueAtQuantile(99)) / 1000)
+		r.P999Ms = cliRound(float64(s.hist.ValueAtQuantile(99.9)) / 1000)
+	}
+	if len(s.errs) > 0 {
+		r.Errors = make(map[string]int64, len(s.errs))
+		for k, v := range s.errs {
+			r.Errors[k] = v
+		}
+	}
+	return r
+}
+
+func (o *produceFlags) validate() error {
+	switch {
+	case o.topic == "":
+		return errors.New("--topic is required")
+	case o.count < 1:
+		return fmt.Errorf("--count must be at least 1, got %d", o.count)
+	case o.size < 0 || o.size > protocol.DefaultMaxMessageSize:
+		return fmt.Errorf("--size must be in 0..%d, got %d", protocol.DefaultMaxMessageSize, o.size)
+	case o.inflight < 1:
+		return fmt.Errorf("--inflight must be at least 1, got %d", o.inflight)
+	case o.batch < 1 || o.batch > protocol.DefaultMaxBatchMessages:
+		return fmt.Errorf("--batch must be in 1..%d, got %d", protocol.DefaultMaxBatchMessages, o.batch)
+	case o.queue < -1:
+		return fmt.Errorf("--queue must be -1 (round robin) or a queue id, got %d", o.queue)
+	case o.retries < 0:
+		return fmt.Errorf("--retries must not be negative")
+	case strings.ContainsAny(o.key, " \t\x01\x02"):
+		return fmt.Errorf("--key must not contain spaces")
+	}
+	if err := protocol.ValidateTopic(o.topic); err != nil {
+		return fmt.Errorf("--topic: %w", err)
+	}
+	return nil
+}
+
+// produceBody returns a body of size bytes that starts with the message's
+// sequence number, so that bodies differ and can be told apart.
+func produceBody(seq, size int) []byte {
+	b := make([]byte, size)
+	head := strconv.AppendInt([]byte("wharf-"), int64(seq), 10)
+	head = append(head, ' ')
+	n := copy(b, head)
+	for i := n; i < size; i++ {
+		b[i] = 'a' + byte((seq+i)%26)
+	}
+	return b
+}
+
+func (o *produceFlags) message(seq int) *protocol.Message {
+	m := &protocol.Message{Topic: o.topic, Body: produceBody(seq, o.size)}
+	if o.tag != "" {
+		m.SetTags(o.tag)
+	}
+	if o.key != "" {
+		m.SetKeys(o.key + "-" + strconv.Itoa(seq))
+	}
+	return m
+}
+
+func produceKey(m *protocol.Message) string {
+	if k := m.Property(protocol.PropertyKeys); k != "" {
+		return k
+	}
+	return m.UniqKey()
+}
+
+func runProduce(cmd *cobra.Command, o *produceFlags) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	sigCtx, stopSig := cliSignalContext(cmd.Context())
+	defer stopSig()
+
+	opts := append(o.clientOptions(stderr),
+		client.WithRetries(o.retries),
+		client.WithProducerGroup(o.group),
+		client.WithQueue(int32(o.queue)),
+	)
+	p, err := client.NewProducer(o.broker, opts...)
+	if err != nil {
+		return err
+	}
+	stats := newProduceStats()
+	var keysFile *os.File
+	if o.keysOut != "" {
+		if keysFile, err = os.Create(o.keysOut); err != nil {
+			p.Close()
+			return err
+		}
+		stats.keys = bufio.NewWriterSize(keysFile, 256<<10)
+	}
+
+	// issueCtx stops issuing sends (signal, broker gone); sendCtx is what
+	// the sends in flight run under: cancelled only after a grace period,
+	// so that the answers already on their way are still counted.
+	issueCtx, stopIssue := context.WithCancel(sigCtx)
+	defer stopIssue()
+	sendCtx, cancelSends := context.WithCancel(context.Background())
+	defer cancelSends()
+	var brokerGone atomic.Pointer[error]
+	noteErr := func(err error) {
+		if errors.Is(err, client.ErrBrokerUnavailable) && brokerGone.CompareAndSwap(nil, &err) {
+			stopIssue()
+		}
+	}
+
+	start := time.Now()
+	progress := startCLIProgress(stderr, func() string {
+		secs := time.Since(start).Seconds()
+		return fmt.Sprintf("produce %s: sent %d/%d  acked %d  failed %d  %.0f msg/s",
+			o.topic, stats.sent.Load(), o.count, stats.acked.Load(), stats.failed.Load(), float64(stats.acked.Load())/max(secs, 1e-9))
+	})
+
+	sem := make(chan struct{}, o.inflight)
+	var wg sync.WaitGroup
+issue:
+	for seq := 0; seq < o.count; {
+		select {
+		case sem <- struct{}{}:
+		case <-issueCtx.Done():
+			break issue
+		}
+		if issueCtx.Err() != nil {
+			<-sem
+			break
+		}
+		n := min(o.batch, o.count-seq)
+		stats.sent.Add(int64(n))
+		t0 := time.Now()
+		if o.batch == 1 {
+			m := o.message(seq)
+			p.SendAsync(sendCtx, m, func(res client.SendResult, err error) {
+				stats.record([]produceItem{{produceKey(m), res.MsgID, res.QueueID, res.QueueOffset}}, res.Status, err, time.Since(t0))
+				noteErr(err)
+				<-sem
+			})
+		} else {
+			msgs := make([]*protocol.Message, n)
+			for i := range msgs {
+				msgs[i] = o.message(seq + i)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := p.SendBatch(sendCtx, msgs)
+				items := make([]produceItem, len(msgs))
+				for i, m := range msgs {
+					items[i] = produceItem{key: produceKey(m), queueID: res.QueueID, queueOffset: res.QueueOffset + int64(i)}
+					if i < len(res.MsgIDs) {
+						items[i].msgID = res.MsgIDs[i]
+					}
+				}
+				stats.record(items, res.Status, err, time.Since(t0))
+				noteErr(err)
+				<-sem
+			}()
+		}
+		seq += n
+	}
+
+	// Wait for the sends in flight; after a stop, give them a grace period.
+	drained := make(chan struct{})
+	go func() {
+		select {
+		case <-issueCtx.Done():
+		case <-drained:
+			return
+		}
+		t := time.NewTimer(o.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelSends()
+		case <-drained:
+		}
+	}()
+	for range o.inflight {
+		sem <- struct{}{}
+	}
+	wg.Wait()
+	close(drained)
+	elapsed := time.Since(start)
+	p.Close()
+	progress.Stop()
+
+	var keysErr error
+	if keysFile != nil {
+		stats.mu.Lock()
+		keysErr = stats.keysErr
+		stats.mu.Unlock()
+		if err := stats.keys.Flush(); err != nil && keysErr == nil {
+			keysErr = err
+		}
+		if err := keysFile.Close(); err != nil && keysErr == nil {
+			keysErr = err
+		}
+	}
+
+	stopped := "done"
+	var runErr error
+	switch {
+	case brokerGone.Load() != nil:
+		stopped = "broker_unavailable"
+		runErr = fmt.Errorf("stopped: %w", *brokerGone.Load())
+	case sigCtx.Err() != nil:
+		stopped = "interrupted"
+		runErr = cliErrInterrupted
+	}
+	rep := stats.report(elapsed, o.size, stopped)
+	if o.json {
+		if err := cliWriteJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printProduceReport(stdout, o, rep)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case keysErr != nil:
+		return fmt.Errorf("--keys-out %s: %w", o.keysOut, keysErr)
+	case rep.Failed > 0:
+		stats.mu.Lock()
+		first := stats.firstErr
+		stats.mu.Unlock()
+		return fmt.Errorf("%d of %d messages not acknowledged (first error: %v)", rep.Failed, rep.Sent, first)
+	}
+	return nil
+}
+
+func printProduceReport(w io.Writer, o *produceFlags, r produceReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "topic\t%s\n", o.topic)
+	fmt.Fprintf(tw, "sent\t%d\n", r.Sent)
+	fmt.Fprintf(tw, "acked\t%d\n", r.Acked)
+	fmt.Fprintf(tw, "failed\t%d\n", r.Failed)
+	if r.Unconfirmed > 0 {
+		fmt.Fprintf(tw, "  unconfirmed\t%d\t(stored, flush/replication not confirmed)\n", r.Unconfirmed)
+	}
+	fmt.Fprintf(tw, "elapsed\t%.3f s\n", r.ElapsedS)
+	fmt.Fprintf(tw, "throughput\t%.1f msg/s\t%.3f MB/s\n", r.MsgsPerS, r.MBPerS)
+	fmt.Fprintf(tw, "latency\tp50 %.3f ms\tp99 %.3f ms\tp99.9 %.3f ms\n", r.P50Ms, r.P99Ms, r.P999Ms)
+	if len(r.Errors) > 0 {
+		kinds := make([]string, 0, len(r.Errors))
+		for k := range r.Errors {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			fmt.Fprintf(tw, "error\t%s\t%d\n", k, r.Errors[k])
+		}
+	}
+	if r.Stopped != "done" {
+		fmt.Fprintf(tw, "stopped\t%s\n", r.Stopped)
+	}
+	tw.Flush()
+}
