@@ -701,7 +701,7 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, "consumed", func() bool { return rec.total.Load() >= want })
 		time.Sleep(100 * time.Millisecond) // nothing more should come
-		if err := c.Close(); err != nil {   // commits
+		if err := c.Close(); err != nil {  // commits
 			t.Fatal(err)
 		}
 		if got := rec.total.Load(); got != want {
@@ -928,4 +928,44 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	eventually(t, 5*time.Second, fmt.Sprintf("goroutines back to %d", base), func() bool {
 		return runtime.NumGoroutine() <= base
 	})
+}
+
+func TestHeartbeatOnConnect(t *testing.T) {
+	b := clienttest.NewBroker(t)
+	c, err := NewPullConsumer(b.Addr(), "G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, 5*time.Second, "heartbeat", func() bool { return b.Heartbeats() >= 1 })
+}
+
+func TestFrameLimits(t *testing.T) {
+	b := clienttest.NewBroker(t)
+	b.CreateTopic("T", 1)
+	ctx := testCtx(t)
+	lim := protocol.DefaultLimits()
+	lim.MaxFrameSize = 4096
+	p := newProducer(t, b, WithLimits(lim), WithRetries(0))
+	// A request above the frame limit never leaves the client.
+	if _, err := p.Send(ctx, &protocol.Message{Topic: "T", Body: make([]byte, 8192)}); !errors.Is(err, protocol.ErrFrameTooLarge) {
+		t.Fatalf("oversized request: %v", err)
+	}
+	if n := b.Count(protocol.CodeSendMessage); n != 0 {
+		t.Fatalf("%d sends reached the broker", n)
+	}
+	big := newProducer(t, b)
+	if _, err := big.Send(ctx, &protocol.Message{Topic: "T", Body: make([]byte, 8192)}); err != nil {
+		t.Fatal(err)
+	}
+	// A response above the limit ends the connection before it is buffered.
+	pc, err := NewPullConsumer(b.Addr(), "G", WithLimits(lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	_, err = pc.Pull(ctx, "T", 0, 0, 1, PullOptions{})
+	if !errors.Is(err, ErrBrokerUnavailable) || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("oversized response: %v", err)
+	}
 }

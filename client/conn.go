@@ -254,7 +254,7 @@ func (c *conn) wrapErr(code protocol.Code, start time.Time, err error) error {
 	case errors.Is(err, ErrClosed):
 		return ErrClosed
 	default:
-		return fmt.Errorf("wharf client: %v to %s: %w", code, c.addr, err)
+		return fmt.Errorf("%v to %s: %w", code, c.addr, err)
 	}
 }
 

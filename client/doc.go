@@ -2,5 +2,45 @@
 // PushConsumer and Admin. It speaks the protocol package's wire format over
 // plain net.Conn so it runs on every OS.
 //
+// Each client value owns one TCP connection to one broker, on which requests
+// are multiplexed by opaque id (one writer and one reader goroutine), so a
+// long-polling pull never holds up other calls. When the connection breaks,
+// every call waiting on it fails at once with ErrBrokerUnavailable; the next
+// call connects again (after a short backoff if the last attempt failed).
+//
+// Every call takes a context. Its deadline and WithTimeout both bound a
+// request; when one expires the call fails with an error matching both
+// ErrTimeout and context.DeadlineExceeded (the broker may still execute the
+// request). For a pull the timeout is the suspend time plus WithTimeout, so a
+// context deadline must exceed the suspend time.
+//
+// Broker statuses come back as *StatusError, which matches the sentinel of
+// its status with errors.Is (ErrTopicNotExist, ErrFlushDiskTimeout, ...).
+// A send the broker stored without confirming its flush or replication
+// (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is never
+// retried: Send returns the full SendResult with that Status together with
+// the error.
+//
+// Close on any client value fails its calls in flight with ErrClosed and
+// returns after all its goroutines have ended.
+//
+//	p, err := client.NewProducer("127.0.0.1:10911")
+//	if err != nil { ... }
+//	defer p.Close()
+//	m := &protocol.Message{Topic: "orders", Body: []byte("hello")}
+//	m.SetTags("new")
+//	m.SetKeys("order-42")
+//	res, err := p.Send(ctx, m)
+//
+//	c, err := client.NewPushConsumer("127.0.0.1:10911", "billing", client.WithConsumeFrom(client.ConsumeFromFirst))
+//	c.Subscribe("orders", "new || paid", func(ctx context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
+//		... return client.ConsumeSuccess
+//	})
+//	err = c.Start(ctx)
+//	...
+//	c.Close() // stops the handlers and commits the offsets
+//
+// Package clienttest holds an in-memory broker for tests.
+//
 // Imports: protocol only (plus std).
 package client

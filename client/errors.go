@@ -23,24 +23,24 @@ var (
 	ErrBrokerUnavailable = errors.New("wharf client: broker unavailable")
 
 	// Status sentinels: see StatusError.
-	ErrTopicNotExist       = errors.New("wharf: topic does not exist")                                  // TOPIC_NOT_EXIST
-	ErrMessageIllegal      = errors.New("wharf: message illegal")                                       // MESSAGE_ILLEGAL (also client-side validation)
-	ErrFlushDiskTimeout    = errors.New("wharf: stored, but the flush to disk was not confirmed")       // FLUSH_DISK_TIMEOUT
-	ErrFlushSlaveTimeout   = errors.New("wharf: stored, but the replication was not confirmed")         // FLUSH_SLAVE_TIMEOUT
-	ErrSlaveNotAvailable   = errors.New("wharf: stored, but no slave was available to replicate to")    // SLAVE_NOT_AVAILABLE
-	ErrDiskFull            = errors.New("wharf: broker disk full")                                      // DISK_FULL
-	ErrServiceNotAvailable = errors.New("wharf: service not available")                                 // SERVICE_NOT_AVAILABLE
-	ErrSystemBusy          = errors.New("wharf: broker busy")                                           // SYSTEM_BUSY
-	ErrNoPermission        = errors.New("wharf: no permission")                                         // NO_PERMISSION
-	ErrSystemError         = errors.New("wharf: broker system error")                                   // SYSTEM_ERROR
-	ErrNotMaster           = errors.New("wharf: broker is not the master")                              // NOT_MASTER
-	ErrTopicExist          = errors.New("wharf: topic already exists")                                  // TOPIC_EXIST_ALREADY
-	ErrNotFound            = errors.New("wharf: not found")                                             // QUERY_NOT_FOUND
-	ErrInvalidParameter    = errors.New("wharf: invalid parameter")                                     // INVALID_PARAMETER
-	ErrSubscription        = errors.New("wharf: malformed subscription expression")                     // SUBSCRIPTION_PARSE_FAILED (also client-side parsing)
-	ErrNotSupported        = errors.New("wharf: request code not supported by the broker")              // REQUEST_CODE_NOT_SUPPORTED
-	ErrFrameIllegal        = errors.New("wharf: the broker rejected a frame as illegal")                // FRAME_ILLEGAL
-	ErrProtocol            = errors.New("wharf client: malformed response from the broker")             // a response we could not decode
+	ErrTopicNotExist       = errors.New("wharf: topic does not exist")                               // TOPIC_NOT_EXIST
+	ErrMessageIllegal      = errors.New("wharf: message illegal")                                    // MESSAGE_ILLEGAL (also client-side validation)
+	ErrFlushDiskTimeout    = errors.New("wharf: stored, but the flush to disk was not confirmed")    // FLUSH_DISK_TIMEOUT
+	ErrFlushSlaveTimeout   = errors.New("wharf: stored, but the replication was not confirmed")      // FLUSH_SLAVE_TIMEOUT
+	ErrSlaveNotAvailable   = errors.New("wharf: stored, but no slave was available to replicate to") // SLAVE_NOT_AVAILABLE
+	ErrDiskFull            = errors.New("wharf: broker disk full")                                   // DISK_FULL
+	ErrServiceNotAvailable = errors.New("wharf: service not available")                              // SERVICE_NOT_AVAILABLE
+	ErrSystemBusy          = errors.New("wharf: broker busy")                                        // SYSTEM_BUSY
+	ErrNoPermission        = errors.New("wharf: no permission")                                      // NO_PERMISSION
+	ErrSystemError         = errors.New("wharf: broker system error")                                // SYSTEM_ERROR
+	ErrNotMaster           = errors.New("wharf: broker is not the master")                           // NOT_MASTER
+	ErrTopicExist          = errors.New("wharf: topic already exists")                               // TOPIC_EXIST_ALREADY
+	ErrNotFound            = errors.New("wharf: not found")                                          // QUERY_NOT_FOUND
+	ErrInvalidParameter    = errors.New("wharf: invalid parameter")                                  // INVALID_PARAMETER
+	ErrSubscription        = errors.New("wharf: malformed subscription expression")                  // SUBSCRIPTION_PARSE_FAILED (also client-side parsing)
+	ErrNotSupported        = errors.New("wharf: request code not supported by the broker")           // REQUEST_CODE_NOT_SUPPORTED
+	ErrFrameIllegal        = errors.New("wharf: the broker rejected a frame as illegal")             // FRAME_ILLEGAL
+	ErrProtocol            = errors.New("wharf client: malformed response from the broker")          // a response we could not decode
 )
 
 var statusSentinels = map[protocol.Status]error{

@@ -249,11 +249,19 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 		defer t.Stop()
 		idleC = t.C
 	}
+	flushT := time.NewTicker(200 * time.Millisecond) // --print lines show up promptly
+	defer flushT.Stop()
 	var stopped string
 	var runErr error
 wait:
 	for {
 		select {
+		case <-flushT.C:
+			if out != nil {
+				stats.mu.Lock()
+				out.Flush()
+				stats.mu.Unlock()
+			}
 		case <-stats.reached:
 			stopped = "count"
 			break wait
@@ -310,6 +318,9 @@ wait:
 	}
 	switch {
 	case runErr != nil:
+		if closeErr != nil {
+			fmt.Fprintf(stderr, "wharf: warning: %v\n", closeErr)
+		}
 		return runErr
 	case closeErr != nil:
 		return closeErr
