@@ -73,6 +73,12 @@ func checkStore(t testing.TB, s *Store, want map[int64][]byte) {
 				return fmt.Errorf("record at %d differs from what was written at byte %d of %d/%d: got %x want %x", off, i, len(b), len(w), b[i:min(i+16, len(b))], w[i:min(i+16, len(w))])
 			}
 		}
+		if u, ok := Property(r.Properties, PropUniqKey); ok && s.idx != nil {
+			recs, err := s.QueryByKey(string(r.Topic), u, 0, 1<<62, 4)
+			if err != nil || len(recs) != 1 || recs[0].PhysicalOffset != off {
+				return fmt.Errorf("record at %d: query by its unique key %q found %d records (%v)", off, u, len(recs), err)
+			}
+		}
 		k := QueueKey{string(r.Topic), r.QueueID}
 		if r.QueueOffset != perQueue[k] {
 			return fmt.Errorf("record at %d: queue %s offset %d, want %d (not contiguous)", off, k, r.QueueOffset, perQueue[k])
@@ -82,6 +88,9 @@ func checkStore(t testing.TB, s *Store, want map[int64][]byte) {
 	})
 	if err != nil {
 		t.Fatalf("log invalid: %v", err)
+	}
+	if s.idx != nil && cl.MaxOffset() > 0 && s.idx.MaxPhyOffset() >= cl.MaxOffset() {
+		t.Fatalf("index claims records up to %d, the log ends at %d", s.idx.MaxPhyOffset(), cl.MaxOffset())
 	}
 	for k, n := range perQueue {
 		q, err := s.ConsumeQueue(k, false)

@@ -20,7 +20,8 @@ type RecoveryReport struct {
 	TornBytes        int64  // bytes cut from the tail (0 after a clean stop)
 	Redispatched     int    // records whose ConsumeQueue entries were checked or rebuilt
 	RebuiltQueues    []QueueKey
-	IndexRebuiltFrom int64 // -1 if the index needed no rebuild
+	IndexRebuiltFrom int64  // -1 if the index needed no rebuild
+	IndexDiscarded   string // why a damaged index was dropped, if it was
 }
 
 func (r *RecoveryReport) String() string {
@@ -53,7 +54,16 @@ func (s *Store) recover() (*RecoveryReport, error) {
 		return rep, err
 	}
 	if s.cfg.MessageIndexEnable {
-		idx, err := index.Open(s.fs, s.indexDir(), index.Options{SlotNum: s.cfg.MaxHashSlotNum, IndexNum: s.cfg.MaxIndexNum})
+		opts := index.Options{SlotNum: s.cfg.MaxHashSlotNum, IndexNum: s.cfg.MaxIndexNum}
+		idx, err := index.Open(s.fs, s.indexDir(), opts)
+		if errors.Is(err, index.ErrCorrupt) {
+			// The index is derived data: a damaged one (a crash can tear an
+			// unflushed header) is dropped and rebuilt from the log.
+			rep.IndexDiscarded = err.Error()
+			if err = s.fs.RemoveAll(s.indexDir()); err == nil {
+				idx, err = index.Open(s.fs, s.indexDir(), opts)
+			}
+		}
 		if err != nil {
 			return rep, fmt.Errorf("index: %w", err)
 		}
@@ -144,23 +154,45 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	}
 	idxFrom := end
 	if s.idx != nil {
+		// The index may hold entries of the cut tail, and after an unclean
+		// stop the file written since the last checkpoint may have torn
+		// slots: drop what is not known good and re-index from there.
 		safe := end
-		if cp != nil && rep.Abnormal {
-			safe = clamp(cp.Indexed)
+		if rep.Abnormal {
+			safe = minOff // no checkpoint: nothing of the index is known good
+			if cp != nil {
+				safe = min(end, clamp(cp.Indexed))
+			}
 		}
-		if !trusted || s.idx.MaxPhyOffset() > end {
+		if !trusted || s.idx.MaxPhyOffset() >= end {
 			from, err := s.idx.TruncateAfter(safe)
 			if err != nil {
 				return rep, fmt.Errorf("index: %w", err)
 			}
 			if from >= 0 {
-				idxFrom = clamp(from)
+				idxFrom = min(clamp(from), end)
 				rep.IndexRebuiltFrom = idxFrom
 			}
 		}
-		if m := s.idx.MaxPhyOffset(); m < idxFrom && m >= minOff {
-			idxFrom = m
+		if m := s.idx.MaxPhyOffset(); m < idxFrom {
+			idxFrom = max(m, minOff) // an empty index starts at the log's start
 			rep.IndexRebuiltFrom = idxFrom
+		}
+	}
+
+	// Re-indexing writes index files that are not flushed until recovery
+	// ends. Record, before it starts, that the index is only good below
+	// idxFrom, so a crash during it makes the next recovery drop those files.
+	if s.idx != nil && idxFrom < end {
+		mid := &checkpoint{CLFlushed: minOff, CLMax: end, Dispatched: minOff, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
+		if cp != nil {
+			c := *cp
+			mid = &c
+			mid.Clean = false
+		}
+		mid.Indexed = idxFrom
+		if err := writeFileAtomic(s.fs, s.checkpointPath(), mid.encode()); err != nil {
+			return rep, fmt.Errorf("checkpoint before re-indexing: %w", err)
 		}
 	}
 

@@ -1,0 +1,398 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// ClientKind is what a simulated client does.
+type ClientKind int
+
+const (
+	SyncProducer  ClientKind = iota // one send at a time
+	AsyncProducer                   // several sends in flight
+	BatchProducer                   // SEND_BATCH, one at a time
+	Consumer                        // long-polling pulls over every queue, committing offsets
+)
+
+func (k ClientKind) String() string {
+	return [...]string{"sync-producer", "async-producer", "batch-producer", "consumer"}[k]
+}
+
+// pending is a request waiting for its answer.
+type pending struct {
+	code   protocol.Code
+	keys   []string
+	queue  int32
+	offset int64 // commit or pull offset
+	sentAt time.Time
+	cancel func() bool
+}
+
+// Client is a simulated producer or consumer: a state machine driven by
+// responses and timers, using the real wire format.
+type Client struct {
+	s        *Sim
+	id       int
+	kind     ClientKind
+	conn     *Conn
+	opaque   uint32
+	pend     map[uint32]*pending
+	seq      int
+	inflight int
+	stopAt   time.Time
+
+	// producers: last acknowledged queue offset per queue (order check)
+	lastQO map[int32]int64
+	// consumer state
+	next        map[int32]int64 // next offset to pull per queue
+	pulling     map[int32]bool
+	committed   map[int32]int64 // highest commit the broker acknowledged
+	sinceCommit map[int32]int
+	resuming    bool
+	produced    int
+}
+
+const (
+	simTopic    = "simt"
+	simGroup    = "simg"
+	simQueues   = 4
+	reqTimeout  = 3 * time.Second
+	pullSuspend = time.Second
+	asyncWindow = 8
+)
+
+func (c *Client) own() owner { return owner{} }
+
+// connect opens a connection to the node's current incarnation.
+func (c *Client) connect() {
+	n := c.s.node
+	c.s.conns++
+	c.conn = &Conn{s: c.s, id: c.s.conns, node: n, epoch: n.epoch, client: c, arrived: map[uint32]time.Time{}}
+}
+
+func (c *Client) ensureConn() bool {
+	if c.conn == nil || c.conn.dead() {
+		if !c.s.node.up {
+			return false
+		}
+		c.connect()
+		if c.kind == Consumer {
+			c.resume()
+		}
+	}
+	return true
+}
+
+// request sends one request and arms its timeout.
+func (c *Client) request(req protocol.Request, p *pending) {
+	c.opaque++
+	op := c.opaque
+	frame, err := protocol.AppendRequest(nil, op, 0, req)
+	if err != nil {
+		c.s.w.Violationf("client %d: encode %T: %v", c.id, req, err)
+		return
+	}
+	p.code = req.RequestCode()
+	p.sentAt = c.s.w.now
+	c.pend[op] = p
+	conn := c.conn
+	p.cancel = c.s.w.at(c.s.w.now.Add(reqTimeout), c.own(), func() { c.timeout(conn, op) })
+	conn.send(frame)
+}
+
+func (c *Client) timeout(conn *Conn, op uint32) {
+	p := c.pend[op]
+	if p == nil {
+		return
+	}
+	delete(c.pend, op)
+	c.s.w.Tracef("client %d: request %d (%v) timed out", c.id, op, p.code)
+	if conn == c.conn {
+		c.conn.closed = true // give up on this connection
+	}
+	c.afterReply(p)
+}
+
+// reset fails every request pending on conn, as a connection reset does.
+func (c *Client) reset(conn *Conn) {
+	ops := make([]uint32, 0, len(c.pend))
+	for op := range c.pend {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	for _, op := range ops {
+		if p := c.pend[op]; p != nil {
+			p.cancel()
+			c.timeout(conn, op)
+		}
+	}
+}
+
+// start begins the client's work.
+func (c *Client) start() {
+	c.pend = map[uint32]*pending{}
+	c.lastQO = map[int32]int64{}
+	if c.kind == Consumer {
+		c.next = map[int32]int64{}
+		c.pulling = map[int32]bool{}
+		c.committed = map[int32]int64{}
+		c.sinceCommit = map[int32]int{}
+	}
+	c.kick()
+}
+
+// kick issues as much work as the client's kind allows.
+func (c *Client) kick() {
+	if c.s.w.now.After(c.stopAt) && c.kind != Consumer {
+		return
+	}
+	if !c.ensureConn() {
+		c.s.w.at(c.s.w.now.Add(100*time.Millisecond), c.own(), c.kick)
+		return
+	}
+	switch c.kind {
+	case SyncProducer, BatchProducer:
+		if c.inflight == 0 {
+			c.produce()
+		}
+	case AsyncProducer:
+		// A steady rate with up to asyncWindow in flight; answers do not
+		// speed it up.
+		if c.inflight < asyncWindow {
+			c.produce()
+		}
+		c.s.w.at(c.s.w.now.Add(time.Duration(200+c.s.w.rng.Intn(1000))*time.Microsecond), c.own(), c.kick)
+	case Consumer:
+		if c.resuming {
+			return
+		}
+		for q := int32(0); q < simQueues; q++ {
+			if !c.pulling[q] {
+				c.pull(q)
+			}
+		}
+	}
+}
+
+func (c *Client) body(key string) []byte {
+	n := 16 + c.s.w.rng.Intn(1500)
+	if c.s.w.rng.Intn(10) == 0 { // now and then a message spanning several pages
+		n = 4096 + c.s.w.rng.Intn(12<<10)
+	}
+	b := make([]byte, n)
+	copy(b, key)
+	for i := len(key); i < n; i++ {
+		b[i] = byte(c.s.w.rng.Intn(256))
+	}
+	return b
+}
+
+func (c *Client) produce() {
+	c.produced++
+	c.inflight++
+	q := int32(c.s.w.rng.Intn(simQueues))
+	if c.kind == BatchProducer {
+		n := 2 + c.s.w.rng.Intn(6)
+		req := &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: c.s.w.now.UnixMilli()}
+		p := &pending{queue: q}
+		for range n {
+			key := c.nextKey()
+			m := protocol.Message{Body: c.body(key)}
+			m.SetKeys(key)
+			req.Messages = append(req.Messages, m)
+			p.keys = append(p.keys, key)
+			c.s.sent[key] = &sentMsg{key: key, body: m.Body, queue: q, producer: c.id}
+		}
+		c.request(req, p)
+		return
+	}
+	key := c.nextKey()
+	req := &protocol.SendRequest{Topic: simTopic, QueueID: q, Body: c.body(key), BornTimestamp: c.s.w.now.UnixMilli()}
+	m := req.Message()
+	m.SetKeys(key)
+	req.Properties = m.Properties
+	c.s.sent[key] = &sentMsg{key: key, body: req.Body, queue: q, producer: c.id}
+	c.request(req, &pending{keys: []string{key}, queue: q})
+}
+
+func (c *Client) nextKey() string {
+	c.seq++
+	return fmt.Sprintf("c%d-%d", c.id, c.seq)
+}
+
+func (c *Client) afterReply(p *pending) {
+	switch p.code {
+	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
+		c.inflight--
+		if c.kind == AsyncProducer {
+			return // it runs on its own timer
+		}
+		think := time.Duration(500+c.s.w.rng.Intn(4000)) * time.Microsecond
+		c.s.w.at(c.s.w.now.Add(think), c.own(), c.kick)
+	case protocol.CodePullMessage:
+		c.pulling[p.queue] = false
+		c.s.w.at(c.s.w.now.Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
+	case protocol.CodeQueryConsumerOffset:
+		// The resume failed: start over on a new connection.
+		c.resuming = false
+		c.s.w.at(c.s.w.now.Add(100*time.Millisecond), c.own(), c.kick)
+	}
+}
+
+// onResponse handles an answer that reached the client.
+func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
+	p := c.pend[f.Opaque]
+	if p == nil || conn != c.conn {
+		return // timed out already, or from a previous connection
+	}
+	delete(c.pend, f.Opaque)
+	p.cancel()
+	switch p.code {
+	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
+		c.onSendResponse(f, p)
+	case protocol.CodePullMessage:
+		c.onPull(f, p)
+	case protocol.CodeUpdateConsumerOffset:
+		if f.Status == protocol.StatusOK {
+			if p.offset > c.committed[p.queue] {
+				c.committed[p.queue] = p.offset
+			}
+		}
+		return
+	case protocol.CodeQueryConsumerOffset:
+		c.onResumeOffset(f, p)
+		return
+	}
+	c.afterReply(p)
+}
+
+func (c *Client) onSendResponse(f *protocol.Frame, p *pending) {
+	if f.Status != protocol.StatusOK {
+		return
+	}
+	var qo int64
+	if p.code == protocol.CodeSendBatchMessage {
+		var r protocol.SendBatchResponse
+		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &r); err != nil {
+			c.s.w.Violationf("client %d: bad batch response: %v", c.id, err)
+			return
+		}
+		qo = r.QueueOffset + int64(len(r.MsgIDs)) - 1
+	} else {
+		var r protocol.SendResponse
+		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &r); err != nil {
+			c.s.w.Violationf("client %d: bad send response: %v", c.id, err)
+			return
+		}
+		qo = r.QueueOffset
+	}
+	// Order of acknowledged sends per queue: a producer's later send never
+	// lands before its earlier one (one at a time, so strictly after).
+	if c.kind != AsyncProducer {
+		if last, ok := c.lastQO[p.queue]; ok && qo <= last {
+			if !c.s.lostSince(p.queue, qo) {
+				c.s.w.Violationf("client %d: send acknowledged at queue %d offset %d, not after its previous send at %d", c.id, p.queue, qo, last)
+			}
+		}
+	}
+	c.lastQO[p.queue] = qo
+}
+
+func (c *Client) pull(q int32) {
+	c.pulling[q] = true
+	req := &protocol.PullRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q, QueueOffset: c.next[q],
+		MaxMsgNums: 16, SuspendTimeoutMillis: pullSuspend.Milliseconds()}
+	c.request(req, &pending{queue: q, offset: c.next[q]})
+}
+
+func (c *Client) onPull(f *protocol.Frame, p *pending) {
+	switch f.Status {
+	case protocol.StatusOK:
+	case protocol.StatusPullNotFound, protocol.StatusPullRetryImmediately:
+		return
+	case protocol.StatusPullOffsetMoved:
+		var r protocol.PullResponse
+		_ = protocol.DecodeResponse(f, protocol.DefaultLimits(), &r)
+		if !c.s.lostSince(p.queue, p.offset) {
+			c.s.w.Violationf("client %d: pull of queue %d at %d: offset moved (%s), nothing was lost", c.id, p.queue, p.offset, f.Remark)
+		}
+		// The consumer resets to where the queue ends now; its later
+		// commits may be lower than what it committed before the loss.
+		c.next[p.queue] = r.MaxOffset
+		c.committed[p.queue] = min(c.committed[p.queue], r.MaxOffset)
+		return
+	default:
+		return
+	}
+	var r protocol.PullResponse
+	if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &r); err != nil {
+		c.s.w.Violationf("client %d: bad pull response: %v", c.id, err)
+		return
+	}
+	if p.offset != c.next[p.queue] {
+		return // a stale pull from before a resume
+	}
+	expect := p.offset
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.QueueOffset != expect {
+			c.s.w.Violationf("client %d: queue %d: got offset %d, expected %d (offsets not contiguous)", c.id, p.queue, m.QueueOffset, expect)
+		}
+		expect = m.QueueOffset + 1
+		key := m.Property(protocol.PropertyKeys)
+		sm := c.s.sent[key]
+		switch {
+		case sm == nil:
+			c.s.w.Violationf("client %d: queue %d offset %d: message %q was never sent", c.id, p.queue, m.QueueOffset, key)
+		case !bytes.Equal(sm.body, m.Body) || sm.queue != m.QueueID:
+			c.s.w.Violationf("client %d: queue %d offset %d: message %q differs from what was sent", c.id, p.queue, m.QueueOffset, key)
+		}
+		c.s.consumed(p.queue, m.QueueOffset, key)
+	}
+	c.next[p.queue] = r.NextBeginOffset
+	c.sinceCommit[p.queue]++
+	if c.sinceCommit[p.queue] >= 3 {
+		c.sinceCommit[p.queue] = 0
+		c.request(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: p.queue,
+			CommitOffset: r.NextBeginOffset}, &pending{queue: p.queue, offset: r.NextBeginOffset})
+	}
+}
+
+// resume restarts consumption on a new connection from the committed
+// offsets, which must not be behind what the broker acknowledged.
+func (c *Client) resume() {
+	c.resuming = true
+	for q := int32(0); q < simQueues; q++ {
+		c.pulling[q] = false
+		c.request(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q}, &pending{queue: q})
+	}
+}
+
+func (c *Client) onResumeOffset(f *protocol.Frame, p *pending) {
+	var off int64
+	if f.Status == protocol.StatusOK {
+		var r protocol.OffsetResponse
+		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &r); err == nil {
+			off = r.Offset
+		}
+	}
+	if acked := c.committed[p.queue]; off < acked {
+		c.s.w.Violationf("client %d: committed offset of queue %d moved backwards: broker says %d, it acknowledged %d", c.id, p.queue, off, acked)
+	}
+	c.next[p.queue] = off
+	left := 0
+	for _, pp := range c.pend {
+		if pp.code == protocol.CodeQueryConsumerOffset {
+			left++
+		}
+	}
+	if left == 0 {
+		c.resuming = false
+		c.kick()
+	}
+}

@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// DiskModel is the simulated disk's latency: fsync latencies drawn from a
+// log-normal distribution fitted to this machine (p50 about 150 µs, p99
+// about 300 µs), with rare stalls.
+type DiskModel struct {
+	FsyncP50  time.Duration
+	FsyncP99  time.Duration
+	FsyncMin  time.Duration // floor of the distribution
+	StallProb float64       // chance an fsync stalls
+	StallMax  time.Duration // longest such stall
+}
+
+// DefaultDisk is this machine's disk.
+func DefaultDisk() DiskModel {
+	return DiskModel{FsyncP50: 150 * time.Microsecond, FsyncP99: 300 * time.Microsecond,
+		FsyncMin: 50 * time.Microsecond, StallProb: 0.002, StallMax: 20 * time.Millisecond}
+}
+
+// sample draws one fsync latency.
+func (d DiskModel) sample(w *World) time.Duration {
+	// log-normal: p99 = p50 * exp(2.326 sigma)
+	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
+	v := time.Duration(float64(d.FsyncP50) * math.Exp(sigma*w.rng.NormFloat64()))
+	v = max(v, d.FsyncMin)
+	if d.StallProb > 0 && w.rng.Float64() < d.StallProb {
+		v += time.Duration(w.rng.Int63n(int64(d.StallMax)))
+	}
+	return v
+}
+
+// maxNormal is the longest fsync the model produces without an injected
+// stall fault.
+func (d DiskModel) maxNormal() time.Duration {
+	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
+	return time.Duration(float64(d.FsyncP50)*math.Exp(sigma*6)) + d.StallMax
+}
+
+var errEIO = errors.New("EIO: simulated fsync failure")
+
+// Node is one simulated broker: its disk survives its crashes.
+type Node struct {
+	w     *World
+	name  string
+	addr  netip.AddrPort
+	epoch int
+	mem   *vfs.Mem
+	fs    vfs.FS
+	disk  DiskModel
+
+	store  *storage.Store
+	broker *actors.Broker
+	acfg   actors.Config
+	scfg   storage.Config
+
+	up          bool
+	stallUntil  time.Time // injected disk stall
+	failFsync   bool      // injected fsync errors
+	partitioned bool      // injected network partition
+
+	fsyncs    int64 // CommitLog fsyncs issued
+	crashes   int
+	lastMax   int64
+	unflushed []mark // ASYNC_FLUSH window tracking: appended offsets and when
+	windowOK  time.Time
+}
+
+type mark struct {
+	off int64
+	at  time.Time
+}
+
+func newNode(w *World, name string, acfg actors.Config, scfg storage.Config, disk DiskModel) *Node {
+	n := &Node{w: w, name: name, addr: acfg.StoreHost, acfg: acfg, scfg: scfg, disk: disk,
+		mem: vfs.NewMem(vfs.WithClock(w.Now))}
+	n.wrapFS()
+	return n
+}
+
+func (n *Node) wrapFS() {
+	n.fs = vfs.NewFaulty(n.mem, vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSyncRange && strings.Contains(op.Path, "/commitlog/") {
+			n.fsyncs++
+			if n.failFsync {
+				return errEIO
+			}
+		}
+		return nil
+	}))
+}
+
+func (n *Node) own() owner { return owner{n, n.epoch} }
+
+// start opens (recovering) the store and starts the broker's actors.
+func (n *Node) start() error {
+	st, rep, err := storage.Open(n.fs, n.scfg)
+	if err != nil {
+		return fmt.Errorf("%s: open store: %w", n.name, err)
+	}
+	n.w.Tracef("%s start: %s", n.name, rep)
+	own := n.own()
+	env := actors.Env{
+		Clock:      &clock{w: n.w, own: own},
+		Dispatcher: &dispatcher{w: n.w, own: own},
+		RunIO: func(fn func()) {
+			lat := n.disk.sample(n.w)
+			if n.stallUntil.After(n.w.now) {
+				lat += n.stallUntil.Sub(n.w.now)
+			}
+			n.w.at(n.w.now.Add(lat), own, fn)
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	b := actors.New(n.acfg, env, st, protocol.DefaultLimits())
+	if err := b.Start(); err != nil {
+		return fmt.Errorf("%s: start actors: %w", n.name, err)
+	}
+	n.store, n.broker, n.up = st, b, true
+	n.lastMax = st.CommitLog().MaxOffset()
+	n.unflushed = n.unflushed[:0]
+	return nil
+}
+
+// crash kills the node at once: its scheduled work is dropped, and its disk
+// keeps what a power cut could leave.
+func (n *Node) crash(opts vfs.CrashOptions) {
+	n.epoch++
+	n.crashes++
+	n.up = false
+	img := n.mem.Crash(n.w.rng.Int63(), opts)
+	n.w.Tracef("%s crash (keep=%.2f torn=%v) log_end=%d flushed=%d", n.name, opts.UnsyncedKeepRatio, opts.TornLastPage,
+		n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())
+	n.mem = img
+	n.wrapFS()
+	n.store, n.broker = nil, nil
+	n.stallUntil, n.failFsync = time.Time{}, false
+}
+
+// trackWindow follows the ASYNC_FLUSH unflushed window: it returns how long
+// the oldest unflushed byte has been waiting.
+func (n *Node) trackWindow() time.Duration {
+	if !n.up {
+		return 0
+	}
+	cl := n.store.CommitLog()
+	if m := cl.MaxOffset(); m > n.lastMax {
+		n.unflushed = append(n.unflushed, mark{m, n.w.now})
+		n.lastMax = m
+	}
+	f := cl.FlushedOffset()
+	i := 0
+	for i < len(n.unflushed) && n.unflushed[i].off <= f {
+		i++
+	}
+	if i > 0 {
+		n.unflushed = append(n.unflushed[:0], n.unflushed[i:]...)
+	}
+	if len(n.unflushed) == 0 {
+		return 0
+	}
+	// The oldest unflushed byte was appended by the first batch after the
+	// flushed offset; it waits since the earliest remaining mark.
+	return n.w.now.Sub(n.unflushed[0].at)
+}
+
+// durable reports whether the record at phy is, right now, byte for byte
+// on the simulated disk (a crash now would keep it).
+func (n *Node) durable(phy int64) (bool, string) {
+	cl := n.store.CommitLog()
+	hdr, err := cl.Read(phy, 8)
+	if err != nil {
+		return false, err.Error()
+	}
+	size, _, _ := storage.PeekHeader(hdr)
+	cur, err := cl.Read(phy, int(size))
+	if err != nil {
+		return false, err.Error()
+	}
+	segSize := cl.SegmentSize()
+	name := fmt.Sprintf("%s/commitlog/%020d", n.scfg.StorePathRootDir, phy-phy%segSize)
+	got, ok := n.mem.DurableBytes(name, phy%segSize, len(cur))
+	if !ok {
+		return false, "segment file or range not durable"
+	}
+	if string(got) != string(cur) {
+		return false, "record bytes not durable"
+	}
+	return true, ""
+}

@@ -1,0 +1,483 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// Fault is a kind of fault a scenario may inject.
+type Fault string
+
+const (
+	FaultCrash      Fault = "crash"       // power cut: only synced bytes and some written-back pages survive
+	FaultTornWrite  Fault = "torn-write"  // power cut with a torn last page
+	FaultFsyncError Fault = "fsync-error" // fsync fails from now on (the operator restarts the broker)
+	FaultDiskStall  Fault = "disk-stall"  // fsyncs take seconds
+	FaultPartition  Fault = "partition"   // clients cannot reach the broker for a while
+)
+
+// Scenario is one shape of run; the seed fills in the details.
+type Scenario struct {
+	Name      string
+	Flush     actors.FlushDiskType
+	Clients   []ClientKind
+	Faults    []Fault
+	Duration  time.Duration // virtual time of load
+	NoFaults  bool
+	FlushWait time.Duration // syncFlushTimeout
+}
+
+// Scenarios are the built-in scenarios.
+var Scenarios = []Scenario{
+	{Name: "sync-flush", Flush: actors.SyncFlush, Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition}},
+	{Name: "async-flush", Flush: actors.AsyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition}},
+	{Name: "sync-disk-faults", Flush: actors.SyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
+		Faults: []Fault{FaultDiskStall, FaultFsyncError, FaultCrash}},
+	{Name: "async-disk-faults", Flush: actors.AsyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
+		Faults: []Fault{FaultDiskStall, FaultFsyncError, FaultTornWrite}},
+}
+
+// ScenarioByName finds a scenario.
+func ScenarioByName(name string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Options configure one run.
+type Options struct {
+	Seed     int64
+	Scenario string    // "" picks one by seed
+	Trace    io.Writer // nil: no printed trace (the hash is always computed)
+	Override func(*Scenario)
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed       int64
+	Scenario   string
+	Violations []string
+	TraceHash  string
+	SimSeconds float64
+	Steps      int64
+	AcksOK     int64
+	Fsyncs     int64
+	Crashes    int
+	Consumed   int64
+	// AckLatency is the broker-side latency of OK send acknowledgements, in
+	// virtual microseconds.
+	AckLatency *hdrhistogram.Histogram
+	Mode       actors.FlushDiskType
+}
+
+// Failed reports whether an invariant broke.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+type sentMsg struct {
+	key      string
+	body     []byte
+	queue    int32
+	producer int
+	acked    bool
+	phy      int64
+	qo       int64
+	lost     bool
+}
+
+// Sim is one run.
+type Sim struct {
+	w           *World
+	sc          Scenario
+	net         NetModel
+	node        *Node
+	clients     []*Client
+	conns       uint64
+	sent        map[string]*sentMsg
+	consumedAt  map[int32]map[int64]string
+	lostFrom    map[int32]int64
+	res         *Result
+	windowBound time.Duration
+	windowFrom  time.Time // window checks resume after a stall ends
+}
+
+func nodeConfigs(sc Scenario) (actors.Config, storage.Config) {
+	a := actors.DefaultConfig()
+	a.BrokerName = "sim-a"
+	a.StoreHost = netip.MustParseAddrPort("10.1.0.1:10911")
+	a.FlushDiskType = sc.Flush
+	a.SyncFlushTimeout = sc.FlushWait
+	a.FlushCommitLogLeastPages = 0 // the window check assumes every interval flushes what is dirty
+	a.FlushIntervalConsumeQueue = 200 * time.Millisecond
+	a.FlushConsumerOffsetInterval = time.Second
+	a.CleanResourceInterval = 0
+	s := storage.DefaultConfig("/data")
+	s.MappedFileSizeCommitLog = 256 << 10
+	s.MappedFileSizeConsumeQueue = 512
+	s.MaxMessageSize = 64 << 10
+	s.MaxHashSlotNum = 512
+	s.MaxIndexNum = 4096
+	s.StoreHost = a.StoreHost
+	s.WarmMappedFileEnable = false
+	return a, s
+}
+
+// Run runs one seed.
+func Run(opt Options) *Result {
+	w := NewWorld(opt.Seed, opt.Trace)
+	var sc Scenario
+	if opt.Scenario != "" {
+		var ok bool
+		if sc, ok = ScenarioByName(opt.Scenario); !ok {
+			return &Result{Seed: opt.Seed, Violations: []string{fmt.Sprintf("unknown scenario %q", opt.Scenario)}}
+		}
+	} else {
+		sc = Scenarios[w.rng.Intn(len(Scenarios))]
+	}
+	if sc.Duration == 0 {
+		sc.Duration = time.Duration(2+w.rng.Intn(4)) * time.Second
+	}
+	if sc.FlushWait == 0 {
+		sc.FlushWait = 500 * time.Millisecond
+	}
+	if opt.Override != nil {
+		opt.Override(&sc)
+	}
+	s := &Sim{w: w, sc: sc, net: DefaultNet(), sent: map[string]*sentMsg{}, consumedAt: map[int32]map[int64]string{},
+		lostFrom: map[int32]int64{}}
+	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: sc.Flush, AckLatency: hdrhistogram.New(1, 60_000_000, 3)}
+	acfg, scfg := nodeConfigs(sc)
+	s.node = newNode(w, "broker-a", acfg, scfg, DefaultDisk())
+	s.windowBound = acfg.FlushIntervalCommitLog + s.node.disk.maxNormal() + 20*time.Millisecond
+	w.Tracef("scenario %s seed %d flush %s duration %v", sc.Name, opt.Seed, sc.Flush, sc.Duration)
+	if err := s.node.start(); err != nil {
+		s.res.Violations = append(s.res.Violations, err.Error())
+		return s.res
+	}
+	stopAt := Epoch.Add(sc.Duration)
+	for i, k := range sc.Clients {
+		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt}
+		s.clients = append(s.clients, c)
+		w.at(Epoch.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
+	}
+	if !sc.NoFaults {
+		s.planFaults(stopAt)
+	}
+	w.RunUntil(stopAt.Add(3*time.Second), s.checkStep)
+	s.finalCheck()
+	for _, c := range s.clients {
+		w.Tracef("client %d %v produced %d", c.id, c.kind, c.produced)
+	}
+	s.res.Violations = append(s.res.Violations, w.violation...)
+	s.res.TraceHash = w.TraceHash()
+	s.res.SimSeconds = w.now.Sub(Epoch).Seconds()
+	s.res.Steps = w.steps
+	s.res.Fsyncs = s.node.fsyncs
+	s.res.Crashes = s.node.crashes
+	return s.res
+}
+
+// planFaults schedules one to three faults of the scenario's kinds.
+func (s *Sim) planFaults(stopAt time.Time) {
+	w := s.w
+	n := 1 + w.rng.Intn(3)
+	for range n {
+		f := s.sc.Faults[w.rng.Intn(len(s.sc.Faults))]
+		at := Epoch.Add(200*time.Millisecond + time.Duration(w.rng.Int63n(int64(s.sc.Duration-200*time.Millisecond))))
+		w.at(at, owner{}, func() { s.inject(f) })
+	}
+}
+
+func (s *Sim) inject(f Fault) {
+	n, w := s.node, s.w
+	if !n.up {
+		return
+	}
+	switch f {
+	case FaultCrash, FaultTornWrite:
+		opts := vfs.CrashOptions{UnsyncedKeepRatio: w.rng.Float64()}
+		if f == FaultTornWrite {
+			opts.TornLastPage = true
+		}
+		s.crashAndRestart(opts, time.Duration(50+w.rng.Intn(500))*time.Millisecond)
+	case FaultFsyncError:
+		w.Tracef("fault: fsync errors on %s", n.name)
+		n.failFsync = true
+		// An operator notices and restarts the broker; the disk works again.
+		s.crashAndRestartAfter(time.Duration(200+w.rng.Intn(800))*time.Millisecond, vfs.CrashOptions{UnsyncedKeepRatio: w.rng.Float64()})
+	case FaultDiskStall:
+		d := s.sc.FlushWait + time.Duration(w.rng.Int63n(int64(2*s.sc.FlushWait)))
+		w.Tracef("fault: disk stall on %s for %v", n.name, d)
+		n.stallUntil = w.now.Add(d)
+		s.windowFrom = n.stallUntil.Add(s.windowBound)
+	case FaultPartition:
+		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
+		w.Tracef("fault: partition of %s for %v", n.name, d)
+		n.partitioned = true
+		w.at(w.now.Add(d), owner{}, func() {
+			n.partitioned = false
+			w.Tracef("partition of %s healed", n.name)
+		})
+	}
+}
+
+func (s *Sim) crashAndRestartAfter(d time.Duration, opts vfs.CrashOptions) {
+	epoch := s.node.epoch
+	s.w.at(s.w.now.Add(d), owner{}, func() {
+		if s.node.epoch == epoch && s.node.up {
+			s.crashAndRestart(opts, 100*time.Millisecond)
+		}
+	})
+}
+
+// crashAndRestart cuts the power, then restarts the broker on what the disk
+// kept and checks that recovery lost nothing the mode promised.
+func (s *Sim) crashAndRestart(opts vfs.CrashOptions, down time.Duration) {
+	n := s.node
+	flushed := n.store.CommitLog().FlushedOffset()
+	failed := n.store.CommitLog().Err() != nil
+	n.crash(opts)
+	// The clients' connections are reset (the peer's kernel answers RST).
+	for _, c := range s.clients {
+		if conn := c.conn; conn != nil && conn.node == n {
+			s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{}, func() { c.reset(conn) })
+		}
+	}
+	s.w.at(s.w.now.Add(down), owner{}, func() {
+		if err := n.start(); err != nil {
+			s.w.Violationf("restart after crash failed: %v", err)
+			return
+		}
+		s.checkRecovered(flushed, failed)
+		s.windowFrom = s.w.now.Add(s.windowBound)
+	})
+}
+
+// onAck checks an answer at the instant the broker gives it.
+func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
+	p := c.client.pend[f.Opaque]
+	if p == nil || (p.code != protocol.CodeSendMessage && p.code != protocol.CodeSendBatchMessage) {
+		return
+	}
+	s.w.Tracef("ack %s conn %d op %d %v %v", c.node.name, c.id, f.Opaque, f.Status, lat)
+	timeout := s.sc.FlushWait
+	sync := s.sc.Flush == actors.SyncFlush
+	switch f.Status {
+	case protocol.StatusOK:
+		s.res.AcksOK++
+		s.res.AckLatency.RecordValue(max(1, lat.Microseconds()))
+		var ids []string
+		var first int64
+		if p.code == protocol.CodeSendBatchMessage {
+			var r protocol.SendBatchResponse
+			if protocol.DecodeResponse(f, protocol.DefaultLimits(), &r) != nil {
+				return
+			}
+			ids, first = r.MsgIDs, r.QueueOffset
+		} else {
+			var r protocol.SendResponse
+			if protocol.DecodeResponse(f, protocol.DefaultLimits(), &r) != nil {
+				return
+			}
+			ids, first = []string{r.MsgID}, r.QueueOffset
+		}
+		for i, id := range ids {
+			_, phy, err := protocol.ParseOffsetMsgID(id)
+			if err != nil || i >= len(p.keys) {
+				s.w.Violationf("ack with a bad message id %q", id)
+				continue
+			}
+			sm := s.sent[p.keys[i]]
+			sm.acked, sm.phy, sm.qo = true, phy, first+int64(i)
+			if sync {
+				if ok, why := c.node.durable(phy); !ok {
+					s.w.Violationf("SYNC_FLUSH ack of %q (offset %d) before it was durable: %s", sm.key, phy, why)
+				}
+			}
+		}
+		if sync {
+			if lat < c.node.disk.FsyncMin {
+				s.w.Violationf("SYNC_FLUSH ack after %v, faster than any fsync (%v)", lat, c.node.disk.FsyncMin)
+			}
+			if lat > timeout+50*time.Millisecond {
+				s.w.Violationf("SYNC_FLUSH OK after %v, past syncFlushTimeout %v", lat, timeout)
+			}
+		}
+	case protocol.StatusFlushDiskTimeout:
+		if !sync {
+			s.w.Violationf("FLUSH_DISK_TIMEOUT under ASYNC_FLUSH")
+		}
+		if strings.HasPrefix(f.Remark, "stored, but not flushed") {
+			if lat < timeout {
+				s.w.Violationf("FLUSH_DISK_TIMEOUT after %v, before syncFlushTimeout %v", lat, timeout)
+			}
+			if lat > timeout+50*time.Millisecond {
+				s.w.Violationf("FLUSH_DISK_TIMEOUT after %v, much later than syncFlushTimeout %v", lat, timeout)
+			}
+		}
+	}
+}
+
+// checkStep runs after every step: the cheap invariants.
+func (s *Sim) checkStep() {
+	n := s.node
+	if s.sc.Flush == actors.AsyncFlush && n.up {
+		win := n.trackWindow()
+		if win > s.windowBound && s.w.now.After(s.windowFrom) && n.store.CommitLog().Err() == nil {
+			s.w.Violationf("ASYNC_FLUSH left bytes unflushed for %v, more than flushIntervalCommitLog + one fsync (%v)", win, s.windowBound)
+			s.windowFrom = s.w.now.Add(time.Hour) // report once
+		}
+	}
+}
+
+// lostSince reports whether a crash lost messages of queue q at or below
+// offset off (so offsets there may be reused).
+func (s *Sim) lostSince(q int32, off int64) bool {
+	from, ok := s.lostFrom[q]
+	return ok && from <= off
+}
+
+// consumed records a message a consumer received; under SYNC_FLUSH a
+// consumed offset must never hold another message later.
+func (s *Sim) consumed(q int32, qo int64, key string) {
+	s.res.Consumed++
+	m := s.consumedAt[q]
+	if m == nil {
+		m = map[int64]string{}
+		s.consumedAt[q] = m
+	}
+	if prev, ok := m[qo]; ok && prev != key && !(s.sc.Flush == actors.AsyncFlush && s.lostSince(q, qo)) {
+		s.w.Violationf("queue %d offset %d was consumed as %q and later as %q", q, qo, prev, key)
+	}
+	m[qo] = key
+}
+
+// checkRecovered runs right after a restart, before any new request: every
+// acknowledged message the mode promised is present and intact.
+func (s *Sim) checkRecovered(flushedAtCrash int64, flushFailed bool) {
+	st := s.node.store
+	cl := st.CommitLog()
+	keys := make([]string, 0, len(s.sent))
+	for k := range s.sent {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sm := s.sent[k]
+		if !sm.acked || sm.lost {
+			continue
+		}
+		r, err := cl.ReadRecord(sm.phy, 0, true)
+		intact := err == nil && bytes.Equal(r.Body, sm.body) && r.QueueID == sm.queue && r.QueueOffset == sm.qo
+		if intact {
+			continue
+		}
+		promised := s.sc.Flush == actors.SyncFlush || (!flushFailed && sm.phy < flushedAtCrash)
+		if promised {
+			s.w.Violationf("acknowledged message %q (offset %d, queue %d/%d) lost or damaged by the crash (flushed %d): %v",
+				sm.key, sm.phy, sm.queue, sm.qo, flushedAtCrash, err)
+		}
+		sm.lost = true
+		if from, ok := s.lostFrom[sm.queue]; !ok || sm.qo < from {
+			s.lostFrom[sm.queue] = sm.qo
+		}
+	}
+	// Queues may also have lost unacknowledged tails: offsets above their new
+	// max will be reused.
+	for q := int32(0); q < simQueues; q++ {
+		_, max := st.ConsumeQueueBounds(storage.QueueKey{Topic: simTopic, QueueID: q})
+		if from, ok := s.lostFrom[q]; !ok || max < from {
+			s.lostFrom[q] = max
+		}
+	}
+	checkStructure(s.w, st)
+}
+
+// finalCheck checks the store's structure on a copy of the disk as it is.
+func (s *Sim) finalCheck() {
+	n := s.node
+	if !n.up {
+		return
+	}
+	img := n.mem.Crash(0, vfs.CrashOptions{UnsyncedKeepRatio: 1})
+	st, _, err := storage.Open(img, n.scfg)
+	if err != nil {
+		s.w.Violationf("final store does not open: %v", err)
+		return
+	}
+	checkStructure(s.w, st)
+	cl := st.CommitLog()
+	for _, k := range sortedSent(s.sent) {
+		sm := s.sent[k]
+		if !sm.acked || sm.lost {
+			continue
+		}
+		r, err := cl.ReadRecord(sm.phy, 0, true)
+		if err != nil || !bytes.Equal(r.Body, sm.body) {
+			s.w.Violationf("acknowledged message %q missing at the end: %v", sm.key, err)
+		}
+	}
+}
+
+func sortedSent(m map[string]*sentMsg) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// checkStructure walks a quiescent store: every record valid (both CRCs),
+// per queue offsets contiguous with no duplicate, every ConsumeQueue entry
+// pointing at a valid record of its topic and queue.
+func checkStructure(w *World, st *storage.Store) {
+	cl := st.CommitLog()
+	next := map[storage.QueueKey]int64{}
+	_, err := st.ForEachRecord(cl.MinOffset(), cl.MaxOffset(), true, func(off int64, r *storage.Record) error {
+		k := storage.QueueKey{Topic: string(r.Topic), QueueID: r.QueueID}
+		if r.QueueOffset != next[k] {
+			return fmt.Errorf("record at %d: queue %s offset %d, want %d", off, k, r.QueueOffset, next[k])
+		}
+		next[k]++
+		return nil
+	})
+	if err != nil {
+		w.Violationf("log invalid: %v", err)
+		return
+	}
+	for _, k := range st.Queues() {
+		min, max := st.ConsumeQueueBounds(k)
+		if max > next[k] {
+			w.Violationf("queue %s: consume queue holds %d entries, the log %d records", k, max, next[k])
+		}
+		for qo := min; qo < max; qo++ {
+			e, err := st.QueueEntry(k, qo)
+			if err != nil {
+				w.Violationf("queue %s offset %d: %v", k, qo, err)
+				return
+			}
+			r, err := cl.ReadRecord(e.Offset, e.Size, true)
+			if err != nil || string(r.Topic) != k.Topic || r.QueueID != k.QueueID || r.QueueOffset != qo {
+				w.Violationf("queue %s offset %d points at log offset %d: not a record of this queue (%v)", k, qo, e.Offset, err)
+				return
+			}
+		}
+	}
+}

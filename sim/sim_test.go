@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var seeds = flag.Int("seeds", 120, "seeds of the CI set (make sim runs many more)")
+
+// runSeeds runs seeds 1..n on every core and returns the results in order.
+func runSeeds(n int, scenario string) []*Result {
+	res := make([]*Result, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res[i] = Run(Options{Seed: int64(i + 1), Scenario: scenario})
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return res
+}
+
+// TestSeeds runs the CI set of seeds across every scenario, each twice:
+// no invariant may break, and the same seed must give the same trace.
+func TestSeeds(t *testing.T) {
+	n := *seeds
+	if testing.Short() {
+		n = 20
+	}
+	first := runSeeds(n, "")
+	second := runSeeds(n, "")
+	perScenario := map[string]int{}
+	for i := range first {
+		a, b := first[i], second[i]
+		perScenario[a.Scenario]++
+		for _, v := range a.Violations {
+			t.Errorf("seed %d (%s): %s", a.Seed, a.Scenario, v)
+		}
+		if a.TraceHash != b.TraceHash || a.Steps != b.Steps {
+			t.Errorf("seed %d is not deterministic: trace %s/%s, steps %d/%d", a.Seed, a.TraceHash, b.TraceHash, a.Steps, b.Steps)
+		}
+	}
+	for _, sc := range Scenarios {
+		if perScenario[sc.Name] == 0 {
+			t.Errorf("scenario %s never ran", sc.Name)
+		}
+	}
+	t.Logf("%d seeds twice, per scenario %v", n, perScenario)
+}
+
+// TestBugsCaught plants each bug and requires the simulator to catch it.
+func TestBugsCaught(t *testing.T) {
+	for _, bug := range Bugs {
+		t.Run(bug.Name, func(t *testing.T) {
+			undo := bug.Plant()
+			defer undo()
+			caught := 0
+			for seed := int64(1); seed <= 12 && caught == 0; seed++ {
+				r := Run(Options{Seed: seed, Scenario: bug.Scenarios[int(seed)%len(bug.Scenarios)]})
+				if r.Failed() {
+					caught++
+					t.Logf("seed %d: %s", seed, r.Violations[0])
+				}
+			}
+			if caught == 0 {
+				t.Fatalf("bug %s planted (%s), no seed caught it", bug.Name, bug.Breaks)
+			}
+		})
+	}
+}
+
+func ExampleRun() {
+	r := Run(Options{Seed: 42, Scenario: "sync-flush"})
+	fmt.Println(r.Scenario, r.Failed())
+	// Output: sync-flush false
+}
