@@ -25,8 +25,11 @@ bench:
 	$(GO) test -run '^$$' -bench 'ReadQueue|RecoverAbnormal' -benchtime 3x -timeout 30m ./storage/
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/cq/ ./storage/index/ ./protocol/
 
-sim:
-	$(GO) test -count=1 -run 'Sim' -timeout 60m ./sim/... -args -seeds 500
+# A long random campaign of the simulator; prints failures with their seed and
+# the seeds per minute. SEEDS=100000 make sim for a longer one.
+SEEDS ?= 10000
+sim: build
+	./$(BIN) sim --seeds $(SEEDS)
 
 # Short fuzz runs of every fuzz target (go test -fuzz takes one target at a time).
 fuzz:

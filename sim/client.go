@@ -233,6 +233,9 @@ func (c *Client) afterReply(p *pending) {
 			return // it runs on its own timer
 		}
 		think := time.Duration(500+c.s.w.rng.Intn(4000)) * time.Microsecond
+		if c.s.sc.NoThink {
+			think = 0
+		}
 		c.s.w.at(c.s.w.now.Add(think), c.own(), c.kick)
 	case protocol.CodePullMessage:
 		c.pulling[p.queue] = false

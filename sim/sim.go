@@ -26,6 +26,7 @@ const (
 	FaultFsyncError Fault = "fsync-error" // fsync fails from now on (the operator restarts the broker)
 	FaultDiskStall  Fault = "disk-stall"  // fsyncs take seconds
 	FaultPartition  Fault = "partition"   // clients cannot reach the broker for a while
+	FaultConnReset  Fault = "conn-reset"  // one client's connection is reset (lost in flight)
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -36,15 +37,16 @@ type Scenario struct {
 	Faults    []Fault
 	Duration  time.Duration // virtual time of load
 	NoFaults  bool
+	NoThink   bool          // producers send again as soon as they are answered
 	FlushWait time.Duration // syncFlushTimeout
 }
 
 // Scenarios are the built-in scenarios.
 var Scenarios = []Scenario{
 	{Name: "sync-flush", Flush: actors.SyncFlush, Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
-		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition}},
+		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition, FaultConnReset}},
 	{Name: "async-flush", Flush: actors.AsyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
-		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition}},
+		Faults: []Fault{FaultCrash, FaultTornWrite, FaultPartition, FaultConnReset}},
 	{Name: "sync-disk-faults", Flush: actors.SyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
 		Faults: []Fault{FaultDiskStall, FaultFsyncError, FaultCrash}},
 	{Name: "async-disk-faults", Flush: actors.AsyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
@@ -226,6 +228,13 @@ func (s *Sim) inject(f Fault) {
 		w.Tracef("fault: disk stall on %s for %v", n.name, d)
 		n.stallUntil = w.now.Add(d)
 		s.windowFrom = n.stallUntil.Add(s.windowBound)
+	case FaultConnReset:
+		c := s.clients[w.rng.Intn(len(s.clients))]
+		if conn := c.conn; conn != nil && !conn.dead() {
+			w.Tracef("fault: connection %d of client %d reset", conn.id, c.id)
+			conn.closed = true
+			c.reset(conn)
+		}
 	case FaultPartition:
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: partition of %s for %v", n.name, d)
@@ -480,4 +489,16 @@ func checkStructure(w *World, st *storage.Store) {
 			}
 		}
 	}
+}
+
+// GroupCommit measures acknowledgements per fsync under SYNC_FLUSH with
+// producers concurrent producers that send again as soon as they are
+// answered, without faults.
+func GroupCommit(seed int64, producers int) *Result {
+	return Run(Options{Seed: seed, Scenario: "sync-flush", Override: func(sc *Scenario) {
+		sc.Clients = make([]ClientKind, producers)
+		sc.NoFaults = true
+		sc.NoThink = true
+		sc.Duration = time.Second
+	}})
 }

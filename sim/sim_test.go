@@ -86,3 +86,23 @@ func ExampleRun() {
 	fmt.Println(r.Scenario, r.Failed())
 	// Output: sync-flush false
 }
+
+// TestGroupCommit: under SYNC_FLUSH one fsync acknowledges every send that
+// arrived while the previous one ran, so acks per fsync grow with the
+// number of concurrent producers.
+func TestGroupCommit(t *testing.T) {
+	prev := 0.0
+	for _, n := range []int{1, 4, 16} {
+		r := GroupCommit(7, n)
+		if r.Failed() {
+			t.Fatalf("%d producers: %v", n, r.Violations)
+		}
+		ratio := float64(r.AcksOK) / float64(r.Fsyncs)
+		t.Logf("%2d producers: %d acks, %d fsyncs, %.2f acks/fsync, ack p50 %dus p99 %dus", n, r.AcksOK, r.Fsyncs, ratio,
+			r.AckLatency.ValueAtQuantile(50), r.AckLatency.ValueAtQuantile(99))
+		if ratio <= prev*1.5 {
+			t.Errorf("%d producers: %.2f acks per fsync, not clearly more than %.2f with fewer producers", n, ratio, prev)
+		}
+		prev = ratio
+	}
+}

@@ -11,5 +11,6 @@ func newRootCmd() *cobra.Command {
 	}
 	addBrokerCommand(root)
 	addClientCommands(root)
+	addSimCommand(root)
 	return root
 }

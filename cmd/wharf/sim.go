@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/sim"
+)
+
+// simSummary is the --json line of `wharf sim`.
+type simSummary struct {
+	Seeds          int                   `json:"seeds"`
+	Failures       int                   `json:"failures"`
+	FailedSeeds    []int64               `json:"failed_seeds"`
+	TraceHash      string                `json:"trace_hash,omitempty"`
+	SimSeconds     float64               `json:"sim_seconds"`
+	WallSeconds    float64               `json:"wall_seconds"`
+	SeedsPerMinute float64               `json:"seeds_per_minute"`
+	Bug            string                `json:"bug,omitempty"`
+	Scenarios      map[string]int        `json:"scenarios"`
+	AckLatency     map[string]latencyRow `json:"ack_latency_us"`
+}
+
+type latencyRow struct {
+	Acks int64 `json:"acks"`
+	P50  int64 `json:"p50"`
+	P99  int64 `json:"p99"`
+	P999 int64 `json:"p999"`
+	Max  int64 `json:"max"`
+}
+
+func addSimCommand(root *cobra.Command) {
+	var (
+		seeds     int
+		seed      int64
+		first     int64
+		scenario  string
+		bug       string
+		trace     bool
+		asJSON    bool
+		workers   int
+		listOnly  bool
+		verbosity bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the deterministic simulator",
+		Long: `Run the deterministic simulator: the broker's real actors on a virtual clock, disk
+and network, with faults (crash, torn write, fsync error, disk stall, partition,
+connection reset), checking durability, ordering and flush timing invariants.
+
+  wharf sim --seeds 1000                 run seeds 1..1000, print failures with their seed
+  wharf sim --seed 42 --trace            replay one seed and print its trace
+  wharf sim --bug ack-before-flush       plant a bug: the run must fail (exit status 1)
+  wharf sim --list                       list scenarios and bugs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listOnly {
+				return listSim(cmd.OutOrStdout())
+			}
+			if bug != "" {
+				b, err := sim.BugByName(bug)
+				if err != nil {
+					return err
+				}
+				defer b.Plant()()
+			}
+			if scenario != "" {
+				if _, ok := sim.ScenarioByName(scenario); !ok {
+					return fmt.Errorf("unknown scenario %q (wharf sim --list)", scenario)
+				}
+			}
+			single := cmd.Flags().Changed("seed")
+			if single {
+				first, seeds = seed, 1
+			}
+			if seeds < 1 {
+				return errors.New("--seeds must be at least 1")
+			}
+			var traceOut io.Writer
+			if trace {
+				if !single {
+					return errors.New("--trace needs --seed")
+				}
+				bw := bufio.NewWriter(cmd.OutOrStdout())
+				defer bw.Flush()
+				traceOut = bw
+			}
+			return runSim(cmd, simRun{first: first, n: seeds, scenario: scenario, bug: bug, trace: traceOut,
+				json: asJSON, workers: workers, single: single, verbose: verbosity})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&seeds, "seeds", 100, "number of seeds to run")
+	f.Int64Var(&first, "first-seed", 1, "first seed of the range")
+	f.Int64Var(&seed, "seed", 0, "run only this seed")
+	f.StringVar(&scenario, "scenario", "", "run only this scenario (default: chosen by each seed)")
+	f.StringVar(&bug, "bug", "", "plant a known bug (see --list); the run must then fail")
+	f.BoolVar(&trace, "trace", false, "print the trace of the seed (with --seed)")
+	f.BoolVar(&asJSON, "json", false, "print a JSON summary as the last line")
+	f.IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
+	f.BoolVar(&listOnly, "list", false, "list scenarios and bugs")
+	f.BoolVarP(&verbosity, "verbose", "v", false, "print every seed's result")
+	root.AddCommand(cmd)
+}
+
+func listSim(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tFLUSH\tCLIENTS\tFAULTS")
+	for _, s := range sim.Scenarios {
+		var clients []string
+		for _, c := range s.Clients {
+			clients = append(clients, c.String())
+		}
+		var faults []string
+		for _, f := range s.Faults {
+			faults = append(faults, string(f))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Flush, strings.Join(clients, ","), strings.Join(faults, ","))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "BUG\tBREAKS")
+	for _, b := range sim.Bugs {
+		fmt.Fprintf(tw, "%s\t%s\n", b.Name, b.Breaks)
+	}
+	return tw.Flush()
+}
+
+type simRun struct {
+	first    int64
+	n        int
+	scenario string
+	bug      string
+	trace    io.Writer
+	json     bool
+	workers  int
+	single   bool
+	verbose  bool
+}
+
+func runSim(cmd *cobra.Command, r simRun) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	start := time.Now()
+	results := make([]*sim.Result, r.n)
+	var (
+		mu   sync.Mutex
+		done int
+		wg   sync.WaitGroup
+	)
+	next := make(chan int)
+	tty := isTerminal(os.Stderr) && !r.single
+	for range max(1, r.workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res := sim.Run(sim.Options{Seed: r.first + int64(i), Scenario: r.scenario, Trace: r.trace})
+				mu.Lock()
+				results[i] = res
+				done++
+				if res.Failed() {
+					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n", res.Seed, res.Scenario, res.Violations[0])
+					for _, v := range res.Violations[1:min(len(res.Violations), 5)] {
+						fmt.Fprintf(errOut, "     %s\n", v)
+					}
+				} else if r.verbose {
+					fmt.Fprintf(errOut, "ok   seed %d (%s): %d acks, %d fsyncs, %d crashes, trace %s\n", res.Seed, res.Scenario, res.AcksOK, res.Fsyncs, res.Crashes, res.TraceHash)
+				}
+				if tty {
+					fmt.Fprintf(errOut, "\r%d/%d seeds, %.0f s", done, r.n, time.Since(start).Seconds())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < r.n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if tty {
+		fmt.Fprintln(errOut)
+	}
+	wall := time.Since(start).Seconds()
+
+	sum := simSummary{Seeds: r.n, WallSeconds: wall, Bug: r.bug, Scenarios: map[string]int{}, AckLatency: map[string]latencyRow{},
+		FailedSeeds: []int64{}}
+	hists := map[string]*hdrhistogram.Histogram{}
+	for _, res := range results {
+		sum.SimSeconds += res.SimSeconds
+		sum.Scenarios[res.Scenario]++
+		if res.Failed() {
+			sum.Failures++
+			sum.FailedSeeds = append(sum.FailedSeeds, res.Seed)
+		}
+		if res.AckLatency != nil {
+			mode := string(res.Mode)
+			if hists[mode] == nil {
+				hists[mode] = hdrhistogram.New(1, 60_000_000, 3)
+			}
+			hists[mode].Merge(res.AckLatency)
+		}
+	}
+	if r.single {
+		sum.TraceHash = results[0].TraceHash
+	}
+	if wall > 0 {
+		sum.SeedsPerMinute = float64(r.n) / wall * 60
+	}
+	modes := make([]string, 0, len(hists))
+	for m := range hists {
+		modes = append(modes, m)
+	}
+	sort.Strings(modes)
+	for _, m := range modes {
+		h := hists[m]
+		sum.AckLatency[m] = latencyRow{Acks: h.TotalCount(), P50: h.ValueAtQuantile(50), P99: h.ValueAtQuantile(99),
+			P999: h.ValueAtQuantile(99.9), Max: h.Max()}
+	}
+	if r.json {
+		b, _ := json.Marshal(sum)
+		fmt.Fprintln(out, string(b))
+	} else {
+		fmt.Fprintf(out, "%d seeds, %d failed, %.0f virtual s in %.1f wall s (%.0f seeds/min)", sum.Seeds, sum.Failures, sum.SimSeconds, wall, sum.SeedsPerMinute)
+		if r.single {
+			fmt.Fprintf(out, ", trace %s", sum.TraceHash)
+		}
+		fmt.Fprintln(out)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "ack latency (virtual µs)\tacks\tp50\tp99\tp99.9\tmax\t")
+		for _, m := range modes {
+			l := sum.AckLatency[m]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", m, l.Acks, l.P50, l.P99, l.P999, l.Max)
+		}
+		tw.Flush()
+		if len(sum.FailedSeeds) > 0 {
+			fmt.Fprintf(out, "failed seeds: %v (replay one with: wharf sim --seed N --trace)\n", sum.FailedSeeds)
+		}
+	}
+	if sum.Failures > 0 {
+		return fmt.Errorf("%d of %d seeds broke an invariant", sum.Failures, sum.Seeds)
+	}
+	if r.bug != "" {
+		return fmt.Errorf("bug %s was planted and no seed caught it: the simulator missed it", r.bug)
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
