@@ -35,7 +35,7 @@ func simLastJSON(t *testing.T, out string, v any) {
 // command reports a violation and fails.
 func TestSimPlantedBugsFail(t *testing.T) {
 	for _, bug := range []string{"ack-before-flush", "skip-crc-check"} {
-		out, err := runWharf(t, "sim", "--bug", bug, "--seeds", "24", "--json")
+		out, err := runWharf(t, "sim", "--bug", bug, "--seeds", "60", "--json")
 		var sum simSummary
 		simLastJSON(t, out, &sum)
 		if err == nil || sum.Failures == 0 {
