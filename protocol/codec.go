@@ -61,6 +61,14 @@ func NewRequest(code Code) Request {
 		return &GetBrokerRuntimeInfoRequest{}
 	case CodeHeartbeat:
 		return &HeartbeatRequest{}
+	case CodeHAReport:
+		return &HAReportRequest{}
+	case CodeHATransfer:
+		return &HATransferRequest{}
+	case CodeHAMetadata:
+		return &HAMetadataRequest{}
+	case CodeHARefuse:
+		return &HARefuseRequest{}
 	}
 	return nil
 }

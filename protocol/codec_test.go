@@ -43,6 +43,10 @@ func requestCases() []Request {
 		&HeartbeatRequest{ClientID: "10.0.0.9@123", ProducerGroups: []string{"pg"},
 			ConsumerGroups: []ConsumerGroupInfo{{Group: "cg", ConsumeFromWhere: "LAST_OFFSET",
 				Subscriptions: []Subscription{{Topic: "orders", Expression: "*"}}}}},
+		&HAReportRequest{BrokerName: "broker-a", BrokerID: 1, MaxOffset: 1 << 33, MinOffset: 1 << 30, TailCRC: 0xDEADBEEF, TailLen: 4096, SegmentSize: 1 << 30},
+		&HATransferRequest{Offset: 1 << 30, MasterMaxOffset: 1<<30 + 9, Data: []byte("recordbytes")},
+		&HAMetadataRequest{Kind: "topics", Version: 3, Data: []byte(`{"a":1}`)},
+		&HARefuseRequest{Reason: "diverged at 42"},
 	}
 }
 

@@ -334,6 +334,21 @@ type BrokerRuntimeInfo struct {
 	DiskUsedRatio      float64 `msgpack:"diskUsedRatio"` // 0..1
 	// Extra holds any other statistic, stringified.
 	Extra map[string]string `msgpack:"extra,omitempty"`
+	// Slaves (on a master) are the connected slaves.
+	Slaves []SlaveInfo `msgpack:"slaves,omitempty"`
+	// HAStatus (on a slave) describes its replication link.
+	HAStatus string `msgpack:"haStatus,omitempty"`
+	// MasterMaxOffset (on a slave) is the master's log end it last heard of.
+	MasterMaxOffset int64 `msgpack:"masterMaxOffset,omitempty"`
+}
+
+// SlaveInfo is one slave as its master sees it.
+type SlaveInfo struct {
+	Address     string `msgpack:"address"`
+	BrokerID    int64  `msgpack:"brokerId"`
+	AckedOffset int64  `msgpack:"ackedOffset"` // every byte below is on the slave
+	LagBytes    int64  `msgpack:"lagBytes"`
+	InSync      bool   `msgpack:"inSync"` // lag within haMaxGapNotInSync
 }
 
 // ---- HEART_BEAT (34) ----

@@ -355,7 +355,8 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 
 // AppendRaw writes bytes copied from another broker's CommitLog at exactly
 // offset at (a slave replicating its master). at must equal MaxOffset; the
-// bytes must be whole records and blank fillers as the master wrote them.
+// bytes must be whole records and blank fillers as the master wrote them
+// (every record is checked, CRCs included, before anything is published).
 // Queue offsets are taken from the records.
 func (c *CommitLog) AppendRaw(at int64, data []byte) error {
 	if err := c.Err(); err != nil {
@@ -365,6 +366,34 @@ func (c *CommitLog) AppendRaw(at int64, data []byte) error {
 		return fmt.Errorf("commitlog: raw append at %d, log ends at %d", at, c.maxOffset.Load())
 	}
 	for len(data) > 0 {
+		segEnd := at - at%c.segSize + c.segSize
+		n := int(min(int64(len(data)), segEnd-at))
+		type qo struct {
+			k  QueueKey
+			qo int64
+		}
+		var seen []qo
+		for p := 0; p < n; {
+			size, magic, ok := PeekHeader(data[p:n])
+			if !ok || size <= 0 || int(size) > n-p {
+				return fmt.Errorf("%w: raw append at %d: partial record", ErrCorrupt, at+int64(p))
+			}
+			if magic == MagicBlank {
+				if at+int64(p)+int64(size) != segEnd {
+					return fmt.Errorf("%w: raw append at %d: blank record of %d bytes does not end the segment", ErrCorrupt, at+int64(p), size)
+				}
+			} else {
+				r, err := DecodeRecord(data[p:n], true)
+				if err != nil {
+					return fmt.Errorf("%w: raw append at %d: %w", ErrCorrupt, at+int64(p), err)
+				}
+				if r.PhysicalOffset != at+int64(p) {
+					return fmt.Errorf("%w: raw append at %d: record says it belongs at %d", ErrCorrupt, at+int64(p), r.PhysicalOffset)
+				}
+				seen = append(seen, qo{QueueKey{string(r.Topic), r.QueueID}, r.QueueOffset})
+			}
+			p += int(size)
+		}
 		segs := c.segments()
 		var cur *segment
 		if len(segs) > 0 && segs[len(segs)-1].end() > at {
@@ -375,20 +404,9 @@ func (c *CommitLog) AppendRaw(at int64, data []byte) error {
 				return c.fail(err)
 			}
 		}
-		n := copy(cur.data[at-cur.start:], data)
-		for p := 0; p < n; {
-			size, magic, ok := PeekHeader(data[p:n])
-			if !ok || size <= 0 || int(size) > n-p {
-				return fmt.Errorf("%w: raw append at %d: partial record", ErrCorrupt, at+int64(p))
-			}
-			if magic != MagicBlank {
-				r, err := DecodeRecord(data[p:n], false)
-				if err != nil {
-					return fmt.Errorf("%w: raw append at %d: %w", ErrCorrupt, at+int64(p), err)
-				}
-				c.queueOffsets[QueueKey{string(r.Topic), r.QueueID}] = r.QueueOffset + 1
-			}
-			p += int(size)
+		copy(cur.data[at-cur.start:], data[:n])
+		for _, s := range seen {
+			c.queueOffsets[s.k] = s.qo + 1
 		}
 		at += int64(n)
 		data = data[n:]
