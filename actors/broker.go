@@ -40,6 +40,12 @@ type Broker struct {
 	props  []actor.PropsOption
 
 	writer, flusher, reput, index, topics, offsets *actor.PID
+	replicator, haClient                           *actor.PID
+
+	haInSync    atomic.Int32                         // slaves within haMaxGapNotInSync (master)
+	haSlaves    atomic.Pointer[[]protocol.SlaveInfo] // (master)
+	haStatus    atomic.Pointer[string]               // (slave)
+	haMasterMax atomic.Int64                         // (slave)
 
 	topicSnap atomic.Pointer[map[string]storage.TopicConfig]
 	bounds    sync.Map // storage.QueueKey -> *queueBounds
@@ -96,6 +102,11 @@ func (b *Broker) Start() error {
 	b.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
 	b.index = spawn("index", func() actor.Actor { return &indexActor{b: b} })
 	b.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
+	if b.isSlave() {
+		b.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
+	} else {
+		b.replicator = spawn("replicator", func() actor.Actor { return &replicator{b: b} })
+	}
 	b.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
 	b.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
 	if err != nil {
@@ -120,7 +131,7 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 func (b *Broker) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
-		for _, pid := range []*actor.PID{b.writer, b.flusher, b.reput, b.index, b.topics, b.offsets} {
+		for _, pid := range []*actor.PID{b.writer, b.haClient, b.flusher, b.replicator, b.reput, b.index, b.topics, b.offsets} {
 			if pid != nil {
 				_ = b.sys.Root.PoisonFuture(pid).Wait()
 			}
@@ -269,7 +280,23 @@ func (b *Broker) viewMessage(r *request, m *protocol.ViewMessageRequest) {
 func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 	cl := b.store.CommitLog()
 	topics := b.topicSnap.Load()
+	var slaves []protocol.SlaveInfo
+	var replicated int64
+	if p := b.haSlaves.Load(); p != nil {
+		slaves = *p
+		for _, s := range slaves {
+			replicated = max(replicated, s.AckedOffset)
+		}
+	}
+	var haStatus string
+	if p := b.haStatus.Load(); p != nil {
+		haStatus = *p
+	}
 	return &protocol.BrokerRuntimeInfo{
+		Slaves:             slaves,
+		ReplicatedOffset:   replicated,
+		HAStatus:           haStatus,
+		MasterMaxOffset:    b.haMasterMax.Load(),
 		BrokerName:         b.cfg.BrokerName,
 		BrokerID:           b.cfg.BrokerID,
 		BrokerRole:         b.cfg.BrokerRole,

@@ -10,6 +10,8 @@ var Bugs struct {
 	NoFlushTimeout bool
 	// CommitOffsetBeforePersist: acknowledge an offset commit before it is on disk.
 	CommitOffsetBeforePersist bool
+	// AckBeforeReplica: under SYNC_MASTER, answer OK before a slave has the bytes.
+	AckBeforeReplica bool
 	// AsyncNeverFlush: under ASYNC_FLUSH, never flush on the interval.
 	AsyncNeverFlush bool
 }

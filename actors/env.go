@@ -27,7 +27,10 @@ type Env struct {
 	// RunIO runs blocking storage work (fsync, segment preparation) off the
 	// actors, then the work reports back with a message. nil means `go fn()`.
 	// The simulator runs fn at a virtual time of its choosing.
-	RunIO  func(fn func())
+	RunIO func(fn func())
+	// Dial opens an outbound connection (a slave to its master) whose
+	// frames go to h. It blocks; the actors call it through RunIO.
+	Dial   func(addr string, h Handler) (Conn, error)
 	Logger *slog.Logger
 }
 
@@ -60,6 +63,19 @@ type Config struct {
 	MaxPullSuspend                 time.Duration // cap on a pull's suspend time
 	MaxPullBatch                   int           // cap on messages per pull
 	MaxPullBytes                   int           // cap on body bytes per pull
+
+	// Replication.
+	HAMasterAddress               string        // a slave's master (host:haListenPort)
+	SlaveTimeout                  time.Duration // SYNC_MASTER wait before FLUSH_SLAVE_TIMEOUT
+	HASendHeartbeatInterval       time.Duration
+	HAHousekeepingInterval        time.Duration // close a silent link
+	HAMaxGapNotInSync             int64         // a slave further behind is not in sync
+	InSyncReplicas                int           // copies a SYNC_MASTER send needs, the master's included
+	HACatchUpFromLastSegment      bool          // an empty slave starts at the master's last segment, not its earliest
+	HAMetadataInterval            time.Duration // topics and offsets master <-> slave
+	SlaveReadEnable               bool          // pulls may suggest reading from a slave
+	AccessMessageInMemoryMaxRatio int           // percent of memory behind the head before suggesting a slave
+	TotalMemory                   int64         // bytes of RAM, for the ratio above
 }
 
 // DefaultConfig returns RocketMQ's defaults.
@@ -82,5 +98,12 @@ func DefaultConfig() Config {
 		MaxPullSuspend:                 30 * time.Second,
 		MaxPullBatch:                   256,
 		MaxPullBytes:                   8 << 20,
+		SlaveTimeout:                   3 * time.Second,
+		HASendHeartbeatInterval:        5 * time.Second,
+		HAHousekeepingInterval:         20 * time.Second,
+		HAMaxGapNotInSync:              256 << 20,
+		InSyncReplicas:                 2,
+		HAMetadataInterval:             3 * time.Second,
+		AccessMessageInMemoryMaxRatio:  40,
 	}
 }

@@ -138,6 +138,9 @@ func (f *flushActor) done(ctx actor.Context, m *flushDone) {
 	f.waiters = keep
 	if f.b.cfg.FlushDiskType == SyncFlush {
 		ctx.Send(f.b.reput, &logFlushed{offset: m.flushed})
+		if f.b.replicator != nil && f.b.isSyncMaster() {
+			ctx.Send(f.b.replicator, &logFlushed{offset: m.flushed})
+		}
 	}
 	if m.err == nil && (len(f.waiters) > 0 || f.b.store.CommitLog().MaxOffset() > m.flushed) && f.b.cfg.FlushDiskType == SyncFlush {
 		f.startFlush(ctx)

@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -55,7 +57,24 @@ func (t *topicManager) Receive(ctx actor.Context) {
 			t.save()
 		}
 	case *topicMsg:
+		if t.b.isSlave() {
+			if _, ok := m.req.(*protocol.ListTopicsRequest); !ok {
+				t.b.respond(m.request, protocol.StatusNotMaster, "topics are managed on the master; this broker is a slave", nil)
+				return
+			}
+		}
 		t.handle(m)
+	case *importMeta:
+		// A slave takes its master's topics as they are.
+		var topics map[string]storage.TopicConfig
+		if err := json.Unmarshal(m.data, &topics); err != nil {
+			t.b.log.Error("bad topics from the master", "err", err)
+			return
+		}
+		if !maps.Equal(topics, t.table.Topics) {
+			t.table.Topics = topics
+			t.save()
+		}
 	}
 }
 
@@ -194,6 +213,33 @@ func (o *offsetManager) Receive(ctx actor.Context) {
 	case *persistSoon:
 		o.armed = false
 		o.persist()
+	case *exportOffsets:
+		data, err := json.Marshal(o.table.Offsets)
+		if err == nil {
+			ctx.Respond(&metaSnapshot{kind: "offsets", data: data})
+		}
+	case *importMeta:
+		// Offsets from the other side of a master/slave pair merge by
+		// maximum, so offsets committed on a slave while the master was away
+		// are not lost when it returns (and never move backwards).
+		var in map[string]map[int32]int64
+		if err := json.Unmarshal(m.data, &in); err != nil {
+			o.b.log.Error("bad consumer offsets from the peer broker", "err", err)
+			return
+		}
+		for k, queues := range in {
+			q := o.table.Offsets[k]
+			if q == nil {
+				q = map[int32]int64{}
+				o.table.Offsets[k] = q
+			}
+			for qid, off := range queues {
+				if off > q[qid] {
+					q[qid] = off
+					o.dirty = true
+				}
+			}
+		}
 	case *actor.Stopping:
 		o.persist()
 	}

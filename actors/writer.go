@@ -178,6 +178,13 @@ func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message
 
 func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	b := w.b
+	if b.isSlave() {
+		for _, it := range wb.items {
+			b.respond(it.request, protocol.StatusNotMaster,
+				fmt.Sprintf("broker %s (brokerId %d) is a read-only slave; send to its master", b.cfg.BrokerName, b.cfg.BrokerID), nil)
+		}
+		return
+	}
 	w.msgs = w.msgs[:0]
 	type span struct{ from, to int } // an item's messages in w.msgs
 	spans := make([]span, len(wb.items))
@@ -213,7 +220,8 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	}
 
 	sync := b.cfg.FlushDiskType == SyncFlush
-	var waits []*pendingReply
+	syncMaster := b.isSyncMaster()
+	var waits, replWaits []*pendingReply
 	for i, it := range wb.items {
 		sp := spans[i]
 		if sp.from < 0 {
@@ -241,6 +249,17 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		}
 		last := res[len(res)-1]
 		end := last.PhyOffset + int64(last.Size)
+		if syncMaster && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
+			// Never an OK without the slave's copy: with too few slaves in
+			// sync, say so at once (the message is stored on the master).
+			if have := int(b.haInSync.Load()) + 1; have < b.cfg.InSyncReplicas {
+				b.respond(it.request, protocol.StatusSlaveNotAvailable,
+					fmt.Sprintf("stored on the master only: %d of the %d copies inSyncReplicas asks for are in sync", have, b.cfg.InSyncReplicas), nil)
+				continue
+			}
+			replWaits = append(replWaits, &pendingReply{request: it.request, ok: resp, end: end})
+			continue
+		}
 		if sync && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
 			waits = append(waits, &pendingReply{request: it.request, ok: resp, end: end})
 			continue
@@ -253,6 +272,12 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		}
 	} else if stored > 0 {
 		ctx.Send(b.reput, &logAppended{})
+	}
+	if stored > 0 && b.replicator != nil {
+		ctx.Send(b.replicator, &logAppended{})
+	}
+	if len(replWaits) > 0 {
+		ctx.Send(b.replicator, &replWait{replies: replWaits})
 	}
 	w.prepare(ctx)
 }

@@ -283,6 +283,9 @@ func (e *engineHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s.stats.connsOpen.Add(1)
 	s.stats.connsTotal.Add(1)
 	s.log.Debug("connection opened", "conn", c.id, "remote", c.remote)
+	if h, ok := s.h.(interface{ Connected(actors.Conn) }); ok {
+		h.Connected(c) // optional: handlers that count connections
+	}
 	return nil, gnet.None
 }
 

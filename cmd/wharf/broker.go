@@ -65,6 +65,7 @@ then the flags: every key is also a flag of the same name (--listenPort 10911).`
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as a broker.conf and exit")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.AddCommand(newStatusCmd())
 	root.AddCommand(cmd)
 }
 
@@ -102,15 +103,23 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.DefaultTopicQueueNums = int32(c.DefaultTopicQueueNums)
 	a.LongPollingEnable = c.LongPollingEnable
 	a.ShortPollingTime = c.ShortPollingTimeMills.Duration()
+	a.HAMasterAddress = c.HAMasterAddress
+	a.SlaveTimeout = c.SlaveTimeout.Duration()
+	a.HASendHeartbeatInterval = c.HASendHeartbeatInterval.Duration()
+	a.HAHousekeepingInterval = c.HAHousekeepingInterval.Duration()
+	a.HAMaxGapNotInSync = c.HAMaxGapNotInSync
+	a.InSyncReplicas = c.InSyncReplicas
+	a.HACatchUpFromLastSegment = c.HASlaveCatchUpFromLastSegment
+	a.SlaveReadEnable = c.SlaveReadEnable
+	a.AccessMessageInMemoryMaxRatio = c.AccessMessageInMemoryMaxRatio
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		a.TotalMemory = int64(si.Totalram) * int64(si.Unit)
+	}
 	return a
 }
 
 func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error {
-	if c.BrokerRole != brokerconf.AsyncMaster {
-		// Never acknowledge what the role promises without doing it: a
-		// SYNC_MASTER must not answer OK without a slave's copy.
-		return fmt.Errorf("brokerRole %s needs master/slave replication, which this build does not have yet; use ASYNC_MASTER", c.BrokerRole)
-	}
 	sc := c.StoreConfig()
 	log.Info("opening store", "dir", sc.StorePathRootDir)
 	started := time.Now()
@@ -125,10 +134,25 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
-	b := actors.New(actorsConfig(c, sc), actors.Env{Clock: wallClock{}, Logger: log}, store, limits)
+	env := actors.Env{Clock: wallClock{}, Logger: log,
+		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
+			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
+		}}
+	b := actors.New(actorsConfig(c, sc), env, store, limits)
 	if err := b.Start(); err != nil {
 		store.Close()
 		return err
+	}
+	// A master serves its slaves on haListenPort.
+	var ha *netio.Server
+	if c.BrokerRole != brokerconf.Slave {
+		haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
+		ha = netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
+			MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
+		if err := ha.Start(); err != nil {
+			b.Stop()
+			return fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
+		}
 	}
 	addr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.ListenPort)
 	srv := netio.NewServer(b, netio.Options{
@@ -139,10 +163,14 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		IdleTimeout:      c.ServerChannelMaxIdleTimeSeconds.Duration(),
 	})
 	if err := srv.Start(); err != nil {
+		if ha != nil {
+			ha.Stop(context.Background())
+		}
 		b.Stop()
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole,
+	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
+		"haMasterAddress", c.HAMasterAddress,
 		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		fmt.Printf("\nWharf broker listening on %s (Ctrl-C to stop). Try, in another terminal:\n"+
@@ -171,6 +199,11 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	var errs []string
 	if err := srv.Stop(stopCtx); err != nil {
 		errs = append(errs, "network: "+err.Error())
+	}
+	if ha != nil {
+		if err := ha.Stop(stopCtx); err != nil {
+			errs = append(errs, "replication port: "+err.Error())
+		}
 	}
 	if err := b.Stop(); err != nil {
 		errs = append(errs, "store: "+err.Error())

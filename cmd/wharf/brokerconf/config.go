@@ -107,6 +107,8 @@ type Config struct {
 	AccessMessageInMemoryMaxRatio int `conf:"accessMessageInMemoryMaxRatio"`
 	// Let a master suggest that consumers far behind read from a slave.
 	SlaveReadEnable bool `conf:"slaveReadEnable"`
+	// An empty slave copies only the master's last CommitLog segment instead of everything the master retains (Wharf key; RocketMQ's only behaviour).
+	HASlaveCatchUpFromLastSegment bool `conf:"haSlaveCatchUpFromLastSegment"`
 
 	// Create a topic on its first send instead of refusing it with TOPIC_NOT_EXIST.
 	AutoCreateTopicEnable bool `conf:"autoCreateTopicEnable"`

@@ -15,12 +15,13 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // zeroDefaults are the keys whose default is deliberately the zero value.
 var zeroDefaults = map[string]bool{
-	"brokerId":           true, // a master
-	"haListenPort":       true, // listenPort + 1
-	"haMasterAddress":    true, // masters have none
-	"namesrvAddr":        true, // no name server
-	"storePathCommitLog": true, // ${storePathRootDir}/commitlog
-	"slaveReadEnable":    true, // RocketMQ's default
+	"brokerId":                      true, // a master
+	"haListenPort":                  true, // listenPort + 1
+	"haMasterAddress":               true, // masters have none
+	"namesrvAddr":                   true, // no name server
+	"storePathCommitLog":            true, // ${storePathRootDir}/commitlog
+	"slaveReadEnable":               true, // RocketMQ's default
+	"haSlaveCatchUpFromLastSegment": true, // a new slave copies everything the master retains
 }
 
 // TestEveryKeyComplete holds the invariants that keep the keys, flags and
