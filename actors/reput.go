@@ -306,6 +306,13 @@ func (d *dispatchActor) try(h *heldPull) bool {
 		return true
 	}
 	resp := &protocol.PullResponse{NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
+	// A consumer reading far behind the head (more than
+	// accessMessageInMemoryMaxRatio of memory) would make the master read
+	// from disk: suggest it reads from a slave instead.
+	if b.cfg.SlaveReadEnable && !b.isSlave() && b.cfg.TotalMemory > 0 && res.LastPhyOffset > 0 &&
+		res.MaxPhyOffset-res.LastPhyOffset > b.cfg.TotalMemory/100*int64(b.cfg.AccessMessageInMemoryMaxRatio) {
+		resp.SuggestWhichBrokerID = 1
+	}
 	switch res.Status {
 	case storage.GetFound:
 		msgs := make([]protocol.MessageExt, 0, len(res.Records))
