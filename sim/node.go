@@ -68,6 +68,7 @@ type Node struct {
 	acfg   actors.Config
 	scfg   storage.Config
 
+	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
 	up          bool
 	stallUntil  time.Time // injected disk stall
 	failFsync   bool      // injected fsync errors
@@ -125,6 +126,10 @@ func (n *Node) start() error {
 			n.w.at(n.w.now.Add(lat), own, fn)
 		},
 		Logger: slog.New(slog.DiscardHandler),
+	}
+	if n.dial != nil {
+		dial := n.dial
+		env.Dial = func(_ string, h actors.Handler) (actors.Conn, error) { return dial(h) }
 	}
 	b := actors.New(n.acfg, env, st, protocol.DefaultLimits())
 	if err := b.Start(); err != nil {

@@ -21,18 +21,23 @@ import (
 type Fault string
 
 const (
-	FaultCrash      Fault = "crash"       // power cut: only synced bytes and some written-back pages survive
-	FaultTornWrite  Fault = "torn-write"  // power cut with a torn last page
-	FaultFsyncError Fault = "fsync-error" // fsync fails from now on (the operator restarts the broker)
-	FaultDiskStall  Fault = "disk-stall"  // fsyncs take seconds
-	FaultPartition  Fault = "partition"   // clients cannot reach the broker for a while
-	FaultConnReset  Fault = "conn-reset"  // one client's connection is reset (lost in flight)
+	FaultCrash       Fault = "crash"        // power cut: only synced bytes and some written-back pages survive
+	FaultTornWrite   Fault = "torn-write"   // power cut with a torn last page
+	FaultFsyncError  Fault = "fsync-error"  // fsync fails from now on (the operator restarts the broker)
+	FaultDiskStall   Fault = "disk-stall"   // fsyncs take seconds
+	FaultPartition   Fault = "partition"    // clients cannot reach the broker for a while
+	FaultConnReset   Fault = "conn-reset"   // one client's connection is reset (lost in flight)
+	FaultMasterKill  Fault = "master-kill"  // the master's process dies (its page cache survives)
+	FaultSlaveCrash  Fault = "slave-crash"  // power cut of the slave
+	FaultHAPartition Fault = "ha-partition" // master and slave cannot reach each other for a while
 )
 
 // Scenario is one shape of run; the seed fills in the details.
 type Scenario struct {
 	Name      string
 	Flush     actors.FlushDiskType
+	Role      string // the master's brokerRole; "" is ASYNC_MASTER without a slave
+	Slave     bool   // run a slave
 	Clients   []ClientKind
 	Faults    []Fault
 	Duration  time.Duration // virtual time of load
@@ -51,6 +56,15 @@ var Scenarios = []Scenario{
 		Faults: []Fault{FaultDiskStall, FaultFsyncError, FaultCrash}},
 	{Name: "async-disk-faults", Flush: actors.AsyncFlush, Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
 		Faults: []Fault{FaultDiskStall, FaultFsyncError, FaultTornWrite}},
+	{Name: "sync-master", Flush: actors.AsyncFlush, Role: actors.RoleSyncMaster, Slave: true,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultMasterKill, FaultSlaveCrash, FaultHAPartition, FaultPartition}},
+	{Name: "sync-master-sync-flush", Flush: actors.SyncFlush, Role: actors.RoleSyncMaster, Slave: true,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultCrash, FaultTornWrite, FaultSlaveCrash, FaultHAPartition}},
+	{Name: "async-master", Flush: actors.AsyncFlush, Role: actors.RoleAsyncMaster, Slave: true,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultMasterKill, FaultSlaveCrash, FaultHAPartition}},
 }
 
 // ScenarioByName finds a scenario.
@@ -86,7 +100,7 @@ type Result struct {
 	// AckLatency is the broker-side latency of OK send acknowledgements, in
 	// virtual microseconds.
 	AckLatency *hdrhistogram.Histogram
-	Mode       actors.FlushDiskType
+	Mode       string // flush mode, and the master's role when a slave runs
 }
 
 // Failed reports whether an invariant broke.
@@ -100,6 +114,8 @@ type sentMsg struct {
 	acked    bool
 	phy      int64
 	qo       int64
+	end      int64
+	ackAt    time.Time
 	lost     bool
 }
 
@@ -116,13 +132,34 @@ type Sim struct {
 	lostFrom    map[int32]int64
 	res         *Result
 	windowBound time.Duration
-	windowFrom  time.Time // window checks resume after a stall ends
+
+	slave         *Node
+	links         []*linkEnd
+	haPartitioned bool
+	slaveAcked    int64     // the highest log end any slave incarnation reported
+	slaveCrashAt  time.Time // the slave's last crash
+	slaveRefused  bool      // the master refused the slave (diverged logs)
+	windowFrom    time.Time // window checks resume after a stall ends
 }
 
-func nodeConfigs(sc Scenario) (actors.Config, storage.Config) {
+func nodeConfigs(sc Scenario, slave bool) (actors.Config, storage.Config) {
 	a := actors.DefaultConfig()
 	a.BrokerName = "sim-a"
 	a.StoreHost = netip.MustParseAddrPort("10.1.0.1:10911")
+	a.BrokerRole = actors.RoleAsyncMaster
+	if sc.Role != "" {
+		a.BrokerRole = sc.Role
+	}
+	a.SlaveTimeout = 300 * time.Millisecond
+	a.HASendHeartbeatInterval = 100 * time.Millisecond
+	a.HAHousekeepingInterval = 400 * time.Millisecond
+	a.HAMetadataInterval = 500 * time.Millisecond
+	a.HAMasterAddress = "broker-a-master"
+	if slave {
+		a.BrokerRole = actors.RoleSlave
+		a.BrokerID = 1
+		a.StoreHost = netip.MustParseAddrPort("10.1.0.2:10911")
+	}
 	a.FlushDiskType = sc.Flush
 	a.SyncFlushTimeout = sc.FlushWait
 	a.FlushCommitLogLeastPages = 0 // the window check assumes every interval flushes what is dirty
@@ -163,9 +200,22 @@ func Run(opt Options) *Result {
 	}
 	s := &Sim{w: w, sc: sc, net: DefaultNet(), sent: map[string]*sentMsg{}, consumedAt: map[int32]map[int64]string{},
 		lostFrom: map[int32]int64{}}
-	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: sc.Flush, AckLatency: hdrhistogram.New(1, 60_000_000, 3)}
-	acfg, scfg := nodeConfigs(sc)
+	mode := string(sc.Flush)
+	if sc.Slave {
+		mode = sc.Role + "+" + mode
+	}
+	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: mode, AckLatency: hdrhistogram.New(1, 60_000_000, 3)}
+	acfg, scfg := nodeConfigs(sc, false)
 	s.node = newNode(w, "broker-a", acfg, scfg, DefaultDisk())
+	if sc.Slave {
+		sa, ss := nodeConfigs(sc, true)
+		s.slave = newNode(w, "broker-a-slave", sa, ss, DefaultDisk())
+		s.slave.dial = func(h actors.Handler) (actors.Conn, error) { return s.dial(s.slave, h) }
+		if err := s.slave.start(); err != nil {
+			s.res.Violations = append(s.res.Violations, err.Error())
+			return s.res
+		}
+	}
 	s.windowBound = acfg.FlushIntervalCommitLog + s.node.disk.maxNormal() + 20*time.Millisecond
 	w.Tracef("scenario %s seed %d flush %s duration %v", sc.Name, opt.Seed, sc.Flush, sc.Duration)
 	if err := s.node.start(); err != nil {
@@ -192,6 +242,9 @@ func Run(opt Options) *Result {
 	s.res.Steps = w.steps
 	s.res.Fsyncs = s.node.fsyncs
 	s.res.Crashes = s.node.crashes
+	if s.slave != nil {
+		s.res.Crashes += s.slave.crashes
+	}
 	return s.res
 }
 
@@ -235,6 +288,31 @@ func (s *Sim) inject(f Fault) {
 			conn.closed = true
 			c.reset(conn)
 		}
+	case FaultMasterKill:
+		s.crashAndRestart(vfs.CrashOptions{UnsyncedKeepRatio: 1}, time.Duration(50+w.rng.Intn(500))*time.Millisecond)
+	case FaultSlaveCrash:
+		sl := s.slave
+		if sl == nil || !sl.up {
+			return
+		}
+		s.slaveCrashAt = w.now
+		sl.crash(vfs.CrashOptions{UnsyncedKeepRatio: w.rng.Float64(), TornLastPage: w.rng.Intn(2) == 0})
+		s.resetLinks(sl)
+		w.at(w.now.Add(time.Duration(50+w.rng.Intn(800))*time.Millisecond), owner{}, func() {
+			if err := sl.start(); err != nil {
+				w.Violationf("slave restart failed: %v", err)
+				return
+			}
+			checkStructure(w, sl.store)
+		})
+	case FaultHAPartition:
+		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
+		w.Tracef("fault: master/slave partition for %v", d)
+		s.haPartitioned = true
+		w.at(w.now.Add(d), owner{}, func() {
+			s.haPartitioned = false
+			w.Tracef("master/slave partition healed")
+		})
 	case FaultPartition:
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: partition of %s for %v", n.name, d)
@@ -261,7 +339,9 @@ func (s *Sim) crashAndRestart(opts vfs.CrashOptions, down time.Duration) {
 	n := s.node
 	flushed := n.store.CommitLog().FlushedOffset()
 	failed := n.store.CommitLog().Err() != nil
+	s.checkSlaveHasAcked()
 	n.crash(opts)
+	s.resetLinks(n)
 	// The clients' connections are reset (the peer's kernel answers RST).
 	for _, c := range s.clients {
 		if conn := c.conn; conn != nil && conn.node == n {
@@ -313,7 +393,17 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 				continue
 			}
 			sm := s.sent[p.keys[i]]
-			sm.acked, sm.phy, sm.qo = true, phy, first+int64(i)
+			sm.acked, sm.phy, sm.qo, sm.ackAt = true, phy, first+int64(i), s.w.now
+			if hdr, err := c.node.store.CommitLog().Read(phy, 8); err == nil {
+				size, _, _ := storage.PeekHeader(hdr)
+				sm.end = phy + int64(size)
+			}
+			if s.sc.Role == actors.RoleSyncMaster && lat < 2*s.net.LatencyMin {
+				s.w.Violationf("SYNC_MASTER ack after %v, less than a round trip to the slave (%v)", lat, 2*s.net.LatencyMin)
+			}
+			if s.sc.Role == actors.RoleSyncMaster && sm.end > s.slaveAcked {
+				s.w.Violationf("SYNC_MASTER ack of %q (log end %d) before a slave acknowledged it (slaves reported %d)", sm.key, sm.end, s.slaveAcked)
+			}
 			if sync {
 				if ok, why := c.node.durable(phy); !ok {
 					s.w.Violationf("SYNC_FLUSH ack of %q (offset %d) before it was durable: %s", sm.key, phy, why)
@@ -327,6 +417,14 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 			if lat > timeout+50*time.Millisecond {
 				s.w.Violationf("SYNC_FLUSH OK after %v, past syncFlushTimeout %v", lat, timeout)
 			}
+		}
+	case protocol.StatusFlushSlaveTimeout:
+		if s.sc.Role != actors.RoleSyncMaster {
+			s.w.Violationf("FLUSH_SLAVE_TIMEOUT from a %q master", s.sc.Role)
+		}
+		st := c.node.acfg.SlaveTimeout
+		if lat < st || lat > st+50*time.Millisecond {
+			s.w.Violationf("FLUSH_SLAVE_TIMEOUT after %v, slaveTimeout is %v", lat, st)
 		}
 	case protocol.StatusFlushDiskTimeout:
 		if !sync {
@@ -418,8 +516,57 @@ func (s *Sim) checkRecovered(flushedAtCrash int64, flushFailed bool) {
 	checkStructure(s.w, st)
 }
 
+// checkSlaveHasAcked runs when the master is lost: every send acknowledged
+// under SYNC_MASTER is on the slave, byte for byte (unless the slave itself
+// crashed after the acknowledgement: two failures).
+func (s *Sim) checkSlaveHasAcked() {
+	sl := s.slave
+	if s.sc.Role != actors.RoleSyncMaster || sl == nil || !sl.up || !s.node.up {
+		return
+	}
+	for _, k := range sortedSent(s.sent) {
+		sm := s.sent[k]
+		if !sm.acked || sm.lost || sm.ackAt.Before(s.slaveCrashAt) || !sm.ackAt.After(time.Time{}) {
+			continue
+		}
+		want, err := s.node.store.CommitLog().Read(sm.phy, int(sm.end-sm.phy))
+		if err != nil {
+			continue
+		}
+		got, err := sl.store.CommitLog().Read(sm.phy, int(sm.end-sm.phy))
+		if err != nil || string(got) != string(want) {
+			s.w.Violationf("master lost: SYNC_MASTER-acknowledged %q (offset %d) is not on the slave: %v", sm.key, sm.phy, err)
+		}
+	}
+}
+
+// checkSlavePrefix: a slave's log is a byte-identical prefix of its master's.
+func (s *Sim) checkSlavePrefix() {
+	sl, m := s.slave, s.node
+	if sl == nil || !sl.up || !m.up || s.slaveRefused {
+		return
+	}
+	scl, mcl := sl.store.CommitLog(), m.store.CommitLog()
+	if scl.MaxOffset() > mcl.MaxOffset() {
+		s.w.Violationf("the slave's log (end %d) is longer than the master's (end %d) and was not refused", scl.MaxOffset(), mcl.MaxOffset())
+		return
+	}
+	seg := scl.SegmentSize()
+	for off := scl.MinOffset(); off < scl.MaxOffset(); off += seg - off%seg {
+		n := int(min(seg-off%seg, scl.MaxOffset()-off))
+		a, err1 := scl.Read(off, n)
+		b, err2 := mcl.Read(off, n)
+		if err1 != nil || err2 != nil || string(a) != string(b) {
+			s.w.Violationf("the slave's log differs from the master's in [%d, %d): %v %v", off, off+int64(n), err1, err2)
+			return
+		}
+	}
+}
+
 // finalCheck checks the store's structure on a copy of the disk as it is.
 func (s *Sim) finalCheck() {
+	s.checkSlavePrefix()
+	s.checkSlaveHasAcked()
 	n := s.node
 	if !n.up {
 		return

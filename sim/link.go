@@ -1,0 +1,149 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// linkEnd is one end of a simulated broker-to-broker connection (a slave's
+// replication link to its master). Each end is the actors.Conn its node's
+// actors write to; frames arrive at the other end's handler in order.
+type linkEnd struct {
+	s       *Sim
+	id      uint64
+	node    *Node // the node this end belongs to
+	epoch   int
+	other   *linkEnd
+	handler actors.Handler
+	closed  bool
+	next    time.Time // arrival time of the last frame sent from this end
+	gone    bool      // Disconnected delivered
+}
+
+var _ actors.Conn = (*linkEnd)(nil)
+
+func (e *linkEnd) ID() uint64         { return e.id }
+func (e *linkEnd) RemoteAddr() string { return e.other.node.name }
+
+func (e *linkEnd) dead() bool { return e.closed || e.node.epoch != e.epoch || !e.node.up }
+
+// Write carries a frame to the other end, unless the link is broken.
+func (e *linkEnd) Write(frame []byte) {
+	if e.dead() || e.other.dead() {
+		return
+	}
+	if e.s.haPartitioned {
+		// A partition stalls the stream; the ends find out by their
+		// heartbeat timeouts. Nothing more gets through this connection.
+		e.s.w.Tracef("link %d broken by the partition", e.id)
+		e.closed, e.other.closed = true, true
+		return
+	}
+	f, err := protocol.DecodeFrame(frame, protocol.DefaultLimits())
+	if err != nil {
+		e.s.w.Violationf("%s wrote an undecodable replication frame: %v", e.node.name, err)
+		return
+	}
+	e.s.onHAFrame(e, f)
+	at := maxTime(e.s.w.now.Add(e.s.net.sample(e.s.w)), e.next)
+	e.next = at
+	dst := e.other
+	e.s.w.at(at, owner{dst.node, dst.epoch}, func() {
+		if dst.dead() {
+			return
+		}
+		dst.handler.Deliver(&actors.Inbound{Conn: dst, Frames: []*protocol.Frame{f}})
+	})
+}
+
+// Close closes both ends; each side's handler hears of it.
+func (e *linkEnd) Close(reason string) {
+	if e.gone {
+		return
+	}
+	e.s.w.Tracef("link %d closed by %s: %s", e.id, e.node.name, reason)
+	e.closed, e.other.closed = true, true
+	e.s.disconnect(e)
+	e.s.disconnect(e.other)
+}
+
+// disconnect tells an end's handler, once, after a network delay.
+func (s *Sim) disconnect(e *linkEnd) {
+	if e.gone {
+		return
+	}
+	e.gone = true
+	s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{e.node, e.epoch}, func() { e.handler.Disconnected(e) })
+}
+
+var errRefused = errors.New("connection refused")
+
+// dial is a slave's Env.Dial: a link to the master's replication port.
+func (s *Sim) dial(from *Node, h actors.Handler) (actors.Conn, error) {
+	m := s.node
+	if !m.up || s.haPartitioned {
+		return nil, fmt.Errorf("dial %s: %w", m.name, errRefused)
+	}
+	s.conns++
+	a := &linkEnd{s: s, id: s.conns, node: from, epoch: from.epoch, handler: h}
+	b := &linkEnd{s: s, id: s.conns, node: m, epoch: m.epoch, handler: m.broker.HAHandler()}
+	a.other, b.other = b, a
+	s.links = append(s.links, a)
+	s.w.Tracef("link %d: %s -> %s", a.id, from.name, m.name)
+	return a, nil
+}
+
+// resetLinks closes every link with an end on n (n crashed: the peer's
+// kernel answers with a reset).
+func (s *Sim) resetLinks(n *Node) {
+	keep := s.links[:0]
+	for _, a := range s.links {
+		if a.node == n || a.other.node == n {
+			a.closed, a.other.closed = true, true
+			if a.node != n {
+				s.disconnect(a)
+			} else {
+				s.disconnect(a.other)
+			}
+			continue
+		}
+		if !a.closed {
+			keep = append(keep, a)
+		}
+	}
+	s.links = keep
+}
+
+// onHAFrame checks replication traffic as it is sent: what a master
+// streams is exactly its own log.
+func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
+	switch {
+	case f.Code == protocol.CodeHAReport && e.node == s.slave:
+		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
+			s.slaveAcked = max(s.slaveAcked, req.(*protocol.HAReportRequest).MaxOffset)
+		}
+		return
+	case f.Code == protocol.CodeHARefuse:
+		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
+			s.w.Tracef("master refuses the slave: %s", req.(*protocol.HARefuseRequest).Reason)
+		}
+		s.slaveRefused = true
+		return
+	case f.Code != protocol.CodeHATransfer || e.node != s.node:
+		return
+	}
+	req, err := protocol.DecodeRequest(f, protocol.DefaultLimits())
+	if err != nil {
+		s.w.Violationf("bad HA transfer: %v", err)
+		return
+	}
+	t := req.(*protocol.HATransferRequest)
+	own, err := s.node.store.CommitLog().Read(t.Offset, len(t.Data))
+	if err != nil || string(own) != string(t.Data) {
+		s.w.Violationf("the master streamed bytes at %d that are not its log's: %v", t.Offset, err)
+	}
+}
