@@ -69,6 +69,16 @@ func NewRequest(code Code) Request {
 		return &HAMetadataRequest{}
 	case CodeHARefuse:
 		return &HARefuseRequest{}
+	case CodeUnregisterClient:
+		return &UnregisterClientRequest{}
+	case CodeConsumerSendMsgBack:
+		return &ConsumerSendMsgBackRequest{}
+	case CodeNotifyConsumerIDsChanged:
+		return &NotifyConsumerIDsChangedRequest{}
+	case CodeGetConsumerGroups:
+		return &GetConsumerGroupsRequest{}
+	case CodeDescribeConsumerGroup:
+		return &DescribeConsumerGroupRequest{}
 	}
 	return nil
 }
@@ -96,6 +106,12 @@ func NewResponse(code Code) Fields {
 		return &TopicListResponse{}
 	case CodeGetBrokerRuntimeInfo:
 		return &BrokerRuntimeInfo{}
+	case CodeHeartbeat:
+		return &HeartbeatResponse{}
+	case CodeGetConsumerGroups:
+		return &ConsumerGroupsResponse{}
+	case CodeDescribeConsumerGroup:
+		return &ConsumerGroupDescription{}
 	}
 	return nil
 }

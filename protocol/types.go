@@ -366,6 +366,40 @@ type ConsumerGroupInfo struct {
 	Group            string         `msgpack:"group"`
 	ConsumeFromWhere string         `msgpack:"consumeFromWhere,omitempty"` // FIRST_OFFSET, LAST_OFFSET
 	Subscriptions    []Subscription `msgpack:"subscriptions,omitempty"`
+	// MessageModel is CLUSTERING (default: each message to one member) or
+	// BROADCASTING (every member gets every message).
+	MessageModel string `msgpack:"messageModel,omitempty"`
+	// ConsumeOrderly asks for one message at a time per queue, in order.
+	ConsumeOrderly bool `msgpack:"consumeOrderly,omitempty"`
+	// AllocateStrategy is AVG (default) or CONSISTENT_HASH; the group's
+	// first member decides it.
+	AllocateStrategy string `msgpack:"allocateStrategy,omitempty"`
+	// Owned are the queues this member holds right now: a queue leaves a
+	// member's assignment first, and reaches its next owner only once no
+	// member reports owning it (or the old owner timed out).
+	Owned []QueueRef `msgpack:"owned,omitempty"`
+}
+
+// QueueRef names a queue.
+type QueueRef struct {
+	Topic   string `msgpack:"topic"`
+	QueueID int32  `msgpack:"queueId"`
+}
+
+// HeartbeatResponse answers HEART_BEAT with each group's assignment for
+// this client.
+type HeartbeatResponse struct {
+	Assignments []GroupAssignment `msgpack:"assignments,omitempty"`
+	// HeartbeatIntervalMillis is how often the broker wants heartbeats;
+	// a member silent for 3 intervals (consumerHeartbeatTimeout) is removed.
+	HeartbeatIntervalMillis int64 `msgpack:"heartbeatIntervalMillis"`
+}
+
+// GroupAssignment is the queues one member of a group may consume.
+type GroupAssignment struct {
+	Group      string     `msgpack:"group"`
+	Generation int64      `msgpack:"generation"` // grows with every change of the group
+	Queues     []QueueRef `msgpack:"queues"`
 }
 
 // Subscription is a topic and tag expression.
