@@ -41,6 +41,7 @@ type Broker struct {
 
 	writer, flusher, reput, index, topics, offsets *actor.PID
 	replicator, haClient                           *actor.PID
+	groups, scheduler                              *actor.PID
 
 	haInSync    atomic.Int32                         // slaves within haMaxGapNotInSync (master)
 	haSlaves    atomic.Pointer[[]protocol.SlaveInfo] // (master)
@@ -101,6 +102,7 @@ func (b *Broker) Start() error {
 	b.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
 	b.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
 	b.index = spawn("index", func() actor.Actor { return &indexActor{b: b} })
+	b.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
 	b.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
 	if b.isSlave() {
 		b.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
@@ -109,6 +111,9 @@ func (b *Broker) Start() error {
 	}
 	b.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
 	b.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
+	if !b.isSlave() {
+		b.scheduler = spawn("scheduler", func() actor.Actor { return &scheduler{b: b} })
+	}
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
 	}
@@ -131,7 +136,7 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 func (b *Broker) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
-		for _, pid := range []*actor.PID{b.writer, b.haClient, b.flusher, b.replicator, b.reput, b.index, b.topics, b.offsets} {
+		for _, pid := range []*actor.PID{b.scheduler, b.writer, b.haClient, b.flusher, b.replicator, b.reput, b.index, b.groups, b.topics, b.offsets} {
 			if pid != nil {
 				_ = b.sys.Root.PoisonFuture(pid).Wait()
 			}
@@ -221,8 +226,12 @@ func (b *Broker) Deliver(in *Inbound) {
 			b.sys.Root.Send(b.topics, &topicMsg{request: r, req: req})
 		case *protocol.GetBrokerRuntimeInfoRequest:
 			b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
-		case *protocol.HeartbeatRequest:
-			b.respond(r, protocol.StatusOK, "", nil)
+		case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
+			b.sys.Root.Send(b.groups, &groupReq{request: r, req: req})
+		case *protocol.ConsumerSendMsgBackRequest:
+			if it := b.sendBack(r, m); it != nil {
+				sends = append(sends, it)
+			}
 		default:
 			b.respond(r, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("request %v not supported", f.Code), nil)
 		}

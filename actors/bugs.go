@@ -12,6 +12,9 @@ var Bugs struct {
 	CommitOffsetBeforePersist bool
 	// AckBeforeReplica: under SYNC_MASTER, answer OK before a slave has the bytes.
 	AckBeforeReplica bool
+	// DoubleAssign: the coordinator hands a queue to its new owner without
+	// waiting for the old owner to release it.
+	DoubleAssign bool
 	// AsyncNeverFlush: under ASYNC_FLUSH, never flush on the interval.
 	AsyncNeverFlush bool
 }

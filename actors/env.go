@@ -76,6 +76,11 @@ type Config struct {
 	SlaveReadEnable               bool          // pulls may suggest reading from a slave
 	AccessMessageInMemoryMaxRatio int           // percent of memory behind the head before suggesting a slave
 	TotalMemory                   int64         // bytes of RAM, for the ratio above
+
+	// Consumer groups, retries and delays.
+	ConsumerHeartbeatInterval time.Duration   // members heartbeat this often; 3 missed and they are out
+	DelayLevels               []time.Duration // messageDelayLevel
+	MaxReconsumeTimes         int32           // default retries before the dead-letter topic
 }
 
 // DefaultConfig returns RocketMQ's defaults.
@@ -105,5 +110,15 @@ func DefaultConfig() Config {
 		InSyncReplicas:                 2,
 		HAMetadataInterval:             3 * time.Second,
 		AccessMessageInMemoryMaxRatio:  40,
+		ConsumerHeartbeatInterval:      time.Second,
+		DelayLevels:                    DefaultDelayLevels(),
+		MaxReconsumeTimes:              16,
 	}
+}
+
+// DefaultDelayLevels is RocketMQ's messageDelayLevel: 1s 5s 10s 30s 1m 2m
+// 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+func DefaultDelayLevels() []time.Duration {
+	s, m, h := time.Second, time.Minute, time.Hour
+	return []time.Duration{s, 5 * s, 10 * s, 30 * s, m, 2 * m, 3 * m, 4 * m, 5 * m, 6 * m, 7 * m, 8 * m, 9 * m, 10 * m, 20 * m, 30 * m, h, 2 * h}
 }

@@ -213,6 +213,8 @@ func (o *offsetManager) Receive(ctx actor.Context) {
 	case *persistSoon:
 		o.armed = false
 		o.persist()
+	case *fillOffsets:
+		o.fill(m)
 	case *exportOffsets:
 		data, err := json.Marshal(o.table.Offsets)
 		if err == nil {

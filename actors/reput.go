@@ -98,6 +98,8 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		}
 	case *pullMsg:
 		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}))
+	case *scheduleScan:
+		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: storage.ScheduleTopic, QueueID: m.queue}))
 	case *deleteBefore:
 		for _, k := range sortedKeys(r.queues) {
 			ctx.Send(r.queues[k], m)
@@ -232,6 +234,8 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 		d.serveHeld(ctx)
 	case *pullMsg:
 		d.pull(ctx, m)
+	case *scheduleScan:
+		d.scheduleScan(ctx, m)
 	case *pullTick:
 		d.timerArmed = time.Time{}
 		d.serveHeld(ctx)

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,11 +15,25 @@ import (
 // sendItem is one SEND or SEND_BATCH request.
 type sendItem struct {
 	*request
-	topic   string
-	queueID int32
-	bornTs  int64
-	msgs    []protocol.Message
-	batch   bool
+	topic     string
+	queueID   int32
+	bornTs    int64
+	msgs      []protocol.Message
+	batch     bool
+	sendBack  bool  // CONSUMER_SEND_MSG_BACK: answer OK without fields
+	reconsume int32 // reconsume count of a retried or re-delivered message
+
+	// Internal sends (the scheduler re-storing due messages) have no
+	// client: the writer tells notify instead.
+	notify *actor.PID
+	tag    any
+}
+
+// internalStored answers an internal send.
+type internalStored struct {
+	tag any
+	end int64 // log end after the messages
+	err error
 }
 
 // writeBatch is every send of one read burst: the writer appends them as one
@@ -112,6 +128,18 @@ func (w *writerActor) clean() {
 	w.b.sys.Root.Send(w.b.reput, &deleteBefore{minPhy: rep.MinOffset})
 }
 
+// reject answers an item that cannot be written. An internal item (a due
+// delayed message whose topic is gone, say) is dropped with a log line so
+// its sender does not wait forever.
+func (w *writerActor) reject(ctx actor.Context, it *sendItem, st protocol.Status, remark string) {
+	if it.notify != nil {
+		w.b.log.Error("internal write dropped", "topic", it.topic, "status", st.String(), "reason", remark)
+		ctx.Send(it.notify, &internalStored{tag: it.tag, end: w.b.store.CommitLog().MaxOffset()})
+		return
+	}
+	w.b.respond(it.request, st, remark, nil)
+}
+
 // resolve checks an item's topic and picks its queue; it returns a non-OK
 // status if the item cannot be written.
 func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
@@ -121,11 +149,14 @@ func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
 		if err := protocol.ValidateTopic(it.topic); err != nil {
 			return protocol.StatusMessageIllegal, err.Error()
 		}
-		if !w.b.cfg.AutoCreateTopicEnable {
+		if !w.b.cfg.AutoCreateTopicEnable && !isGroupTopic(it.topic) {
 			return protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist and autoCreateTopicEnable is false", it.topic)
 		}
-		tc = storage.TopicConfig{TopicName: it.topic, ReadQueueNums: w.b.cfg.DefaultTopicQueueNums,
-			WriteQueueNums: w.b.cfg.DefaultTopicQueueNums, Perm: storage.PermRead | storage.PermWrite}
+		n := w.b.cfg.DefaultTopicQueueNums
+		if isGroupTopic(it.topic) {
+			n = 1 // retry and dead-letter topics have one queue, as in RocketMQ
+		}
+		tc = storage.TopicConfig{TopicName: it.topic, ReadQueueNums: n, WriteQueueNums: n, Perm: storage.PermRead | storage.PermWrite}
 		w.b.sys.Root.Send(w.b.topics, &ensureTopic{cfg: tc})
 		// Publish at once so the next sends of this burst see it too.
 		next := make(map[string]storage.TopicConfig, len(topics)+1)
@@ -151,6 +182,42 @@ func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
 	return protocol.StatusOK, ""
 }
 
+// delay diverts a delayed message (property DELAY = level, or
+// TIMER_DELIVER_MS in the future) to the schedule topic until it is due:
+// queue level-1 for a level, queue len(levels) for an absolute time. The
+// real topic and queue travel in REAL_TOPIC and REAL_QID.
+func (w *writerActor) delay(topic string, queueID int32, props map[string]string) (string, int32, map[string]string, error) {
+	levels := w.b.cfg.DelayLevels
+	now := w.b.env.Clock.Now()
+	var deliver int64
+	var q int32
+	if v := props[protocol.PropertyDelay]; v != "" && v != "0" {
+		level, err := strconv.Atoi(v)
+		if err != nil || level < 0 || level > len(levels) {
+			return "", 0, nil, fmt.Errorf("%w: DELAY %q is not a level in [0, %d]", storage.ErrIllegal, v, len(levels))
+		}
+		if level > 0 {
+			deliver, q = now.Add(levels[level-1]).UnixMilli(), int32(level-1)
+		}
+	} else if v := props[protocol.PropertyTimerDeliverMs]; v != "" {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return "", 0, nil, fmt.Errorf("%w: TIMER_DELIVER_MS %q is not a Unix time in ms", storage.ErrIllegal, v)
+		}
+		if at > now.UnixMilli() {
+			deliver, q = at, int32(len(levels))
+		}
+	}
+	if deliver == 0 {
+		return topic, queueID, props, nil
+	}
+	out := maps.Clone(props)
+	out[protocol.PropertyRealTopic] = topic
+	out[protocol.PropertyRealQueueID] = strconv.Itoa(int(queueID))
+	out[storage.PropDeliverMs] = strconv.FormatInt(deliver, 10)
+	return storage.ScheduleTopic, q, out, nil
+}
+
 // toStore converts an item's messages; the whole item is rejected if one
 // message cannot be stored, so a batch is all or nothing.
 func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message, error) {
@@ -162,12 +229,16 @@ func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message
 		if pm.Topic != "" && pm.Topic != it.topic {
 			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.topic)
 		}
-		props, err := encodeProperties(pm.Properties)
+		topic, queueID, propMap, err := w.delay(it.topic, it.queueID, pm.Properties)
 		if err != nil {
 			return nil, err
 		}
-		sm := &storage.Message{Topic: it.topic, QueueID: it.queueID, Flag: pm.Flag, Body: pm.Body,
-			Properties: props, BornTimestamp: it.bornTs, BornHost: host}
+		props, err := encodeProperties(propMap)
+		if err != nil {
+			return nil, err
+		}
+		sm := &storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
+			Properties: props, BornTimestamp: it.bornTs, BornHost: host, ReconsumeTimes: it.reconsume}
 		if err := cl.CheckMessage(sm); err != nil {
 			return nil, err
 		}
@@ -191,12 +262,16 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	for i, it := range wb.items {
 		spans[i] = span{-1, -1}
 		if st, remark := w.resolve(it); st != protocol.StatusOK {
-			b.respond(it.request, st, remark, nil)
+			w.reject(ctx, it, st, remark)
 			continue
 		}
-		sms, err := w.toStore(it, it.conn.RemoteAddr())
+		addr := ""
+		if it.conn != nil {
+			addr = it.conn.RemoteAddr()
+		}
+		sms, err := w.toStore(it, addr)
 		if err != nil {
-			b.respond(it.request, statusOfStoreError(err), err.Error(), nil)
+			w.reject(ctx, it, statusOfStoreError(err), err.Error())
 			continue
 		}
 		spans[i] = span{len(w.msgs), len(w.msgs) + len(sms)}
@@ -227,6 +302,10 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		if sp.from < 0 {
 			continue
 		}
+		if sp.to > stored && it.notify != nil {
+			ctx.Send(it.notify, &internalStored{tag: it.tag, err: fmt.Errorf("not stored: %v", err)})
+			continue
+		}
 		if sp.to > stored {
 			st := statusOfStoreError(err)
 			remark := fmt.Sprintf("not stored: %v", err)
@@ -237,8 +316,16 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 			continue
 		}
 		res := out[sp.from:sp.to]
+		last := res[len(res)-1]
+		end := last.PhyOffset + int64(last.Size)
+		if it.notify != nil {
+			ctx.Send(it.notify, &internalStored{tag: it.tag, end: end})
+			continue
+		}
 		var resp protocol.Fields
-		if it.batch {
+		if it.sendBack {
+			resp = nil
+		} else if it.batch {
 			ids := make([]string, len(res))
 			for j, r := range res {
 				ids[j] = protocol.OffsetMsgID(b.cfg.StoreHost, r.PhyOffset)
@@ -247,8 +334,6 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		} else {
 			resp = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(b.cfg.StoreHost, res[0].PhyOffset), QueueID: it.queueID, QueueOffset: res[0].QueueOffset}
 		}
-		last := res[len(res)-1]
-		end := last.PhyOffset + int64(last.Size)
 		if syncMaster && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
 			// Never an OK without the slave's copy: with too few slaves in
 			// sync, say so at once (the message is stored on the master).

@@ -484,3 +484,12 @@ func surrogates(r rune) (rune, rune) {
 	r -= 0x10000
 	return 0xD800 + (r>>10)&0x3FF, 0xDC00 + r&0x3FF
 }
+
+// PropDeliverMs is set by the broker on a delayed message while it waits in
+// ScheduleTopic: its delivery time, Unix ms. Its ConsumeQueue entry's tags
+// code is that time, so the scheduler finds due messages without reading
+// the log.
+const (
+	PropDeliverMs = "__DELIVER_MS"
+	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
+)

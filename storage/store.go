@@ -253,10 +253,17 @@ func NewDispatchRequest(off int64, r *Record) DispatchRequest {
 		Entry:          cq.Entry{Offset: off, Size: r.TotalSize},
 		StoreTimestamp: r.StoreTimestamp,
 	}
+	schedule := string(r.Topic) == ScheduleTopic
 	EachProperty(r.Properties, func(k, v []byte) {
 		switch string(k) {
+		case PropDeliverMs:
+			if schedule {
+				d.Entry.TagsCode, _ = strconv.ParseInt(string(v), 10, 64)
+			}
 		case PropTags:
-			d.Entry.TagsCode = TagsHashCode(string(v))
+			if !schedule {
+				d.Entry.TagsCode = TagsHashCode(string(v))
+			}
 		case PropKeys:
 			d.Keys = string(v)
 		case PropUniqKey:

@@ -112,6 +112,11 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.HACatchUpFromLastSegment = c.HASlaveCatchUpFromLastSegment
 	a.SlaveReadEnable = c.SlaveReadEnable
 	a.AccessMessageInMemoryMaxRatio = c.AccessMessageInMemoryMaxRatio
+	a.ConsumerHeartbeatInterval = c.ConsumerHeartbeatInterval.Duration()
+	a.MaxReconsumeTimes = int32(c.MaxReconsumeTimes)
+	if levels := c.DelayLevels(); len(levels) > 0 {
+		a.DelayLevels = levels
+	}
 	var si syscall.Sysinfo_t
 	if syscall.Sysinfo(&si) == nil {
 		a.TotalMemory = int64(si.Totalram) * int64(si.Unit)

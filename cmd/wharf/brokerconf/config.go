@@ -124,6 +124,10 @@ type Config struct {
 	MessageDelayLevel string `conf:"messageDelayLevel"`
 	// Milliseconds between two saves of the consumer offsets to disk (they are also saved at shutdown).
 	FlushConsumerOffsetInterval Millis `conf:"flushConsumerOffsetInterval"`
+	// Milliseconds between a consumer group member's heartbeats; a member silent for three is removed and its queues move (Wharf key).
+	ConsumerHeartbeatInterval Millis `conf:"consumerHeartbeatInterval"`
+	// Deliveries of a message to a group before it goes to the group's dead-letter topic.
+	MaxReconsumeTimes int `conf:"maxReconsumeTimes"`
 }
 
 // Broker roles.
@@ -214,6 +218,8 @@ func Default() Config {
 		ShortPollingTimeMills:       1000,
 		MessageDelayLevel:           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
 		FlushConsumerOffsetInterval: 5000,
+		ConsumerHeartbeatInterval:   1000,
+		MaxReconsumeTimes:           16,
 	}
 }
 

@@ -40,6 +40,13 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	if c.ConsumerHeartbeatInterval < 100 || c.ConsumerHeartbeatInterval > 60_000 {
+		bad("consumerHeartbeatInterval %d: must be in [100, 60000] ms", c.ConsumerHeartbeatInterval)
+	}
+	if c.MaxReconsumeTimes < 1 || c.MaxReconsumeTimes > 1000 {
+		bad("maxReconsumeTimes %d: must be in [1, 1000]", c.MaxReconsumeTimes)
+	}
+
 	// Identity and roles.
 	if c.BrokerClusterName == "" || strings.IndexFunc(c.BrokerClusterName, unicode.IsSpace) >= 0 {
 		bad("brokerClusterName %q: must be a non-empty name without spaces", c.BrokerClusterName)

@@ -1,0 +1,491 @@
+package actors
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+)
+
+// Consumer groups. The groups actor routes group requests to one
+// RebalanceCoordinator actor per group (spawned on first use). A
+// coordinator owns its group's membership and assignment: members join and
+// stay with heartbeats, and the coordinator assigns the subscribed topics'
+// queues (and the group's retry queue) among the live members. A queue moves
+// in two steps: it leaves its old owner's assignment first and reaches the
+// new owner only once the old owner's heartbeat no longer reports holding it
+// (or the old owner left or timed out), so no two members consume one queue
+// at once in clustering mode.
+
+// groupReq is a group request from a client.
+type groupReq struct {
+	*request
+	req protocol.Request
+}
+
+// memberHB is one group's part of a heartbeat.
+type memberHB struct {
+	aggID    int64
+	clientID string
+	conn     Conn
+	info     protocol.ConsumerGroupInfo
+}
+
+// memberAssign answers a memberHB.
+type memberAssign struct {
+	aggID int64
+	a     protocol.GroupAssignment
+}
+
+// memberLeave removes a member at once.
+type memberLeave struct{ clientID string }
+
+// groupDescribe asks a coordinator for its state.
+type groupDescribe struct{ *request }
+
+// groupChanged keeps the router's summary of a group current.
+type groupChanged struct{ sum groupSummary }
+
+type groupSummary struct {
+	protocol.GroupSummary
+	queues []protocol.QueueRef
+}
+
+// fillOffsets asks the offset manager to complete a description or list
+// with committed offsets and lag, and answer the client.
+type fillOffsets struct {
+	*request
+	desc *protocol.ConsumerGroupDescription
+	list []groupSummary
+}
+
+type groupTick struct{}
+
+// groupRouter routes to the coordinators.
+type groupRouter struct {
+	b       *Broker
+	groups  map[string]*actor.PID
+	sums    map[string]groupSummary
+	aggs    map[int64]*hbAgg
+	nextAgg int64
+}
+
+type hbAgg struct {
+	*request
+	left int
+	resp protocol.HeartbeatResponse
+}
+
+func (r *groupRouter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.groups, r.sums, r.aggs = map[string]*actor.PID{}, map[string]groupSummary{}, map[int64]*hbAgg{}
+	case *groupReq:
+		r.handle(ctx, m)
+	case *memberAssign:
+		agg := r.aggs[m.aggID]
+		if agg == nil {
+			return
+		}
+		agg.resp.Assignments = append(agg.resp.Assignments, m.a)
+		if agg.left--; agg.left == 0 {
+			delete(r.aggs, m.aggID)
+			sort.Slice(agg.resp.Assignments, func(i, j int) bool { return agg.resp.Assignments[i].Group < agg.resp.Assignments[j].Group })
+			r.b.respond(agg.request, protocol.StatusOK, "", &agg.resp)
+		}
+	case *groupChanged:
+		if m.sum.Members == 0 {
+			delete(r.sums, m.sum.Group)
+		} else {
+			r.sums[m.sum.Group] = m.sum
+		}
+	}
+}
+
+func (r *groupRouter) group(ctx actor.Context, name string) *actor.PID {
+	if pid, ok := r.groups[name]; ok {
+		return pid
+	}
+	pid := ctx.Spawn(r.b.childProps(func() actor.Actor { return &coordinator{b: r.b, name: name} }))
+	r.groups[name] = pid
+	return pid
+}
+
+func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
+	b := r.b
+	switch req := m.req.(type) {
+	case *protocol.HeartbeatRequest:
+		resp := protocol.HeartbeatResponse{HeartbeatIntervalMillis: b.cfg.ConsumerHeartbeatInterval.Milliseconds()}
+		var groups []protocol.ConsumerGroupInfo
+		for _, g := range req.ConsumerGroups {
+			if g.Group != "" && !slices.ContainsFunc(groups, func(x protocol.ConsumerGroupInfo) bool { return x.Group == g.Group }) {
+				groups = append(groups, g)
+			}
+		}
+		if len(groups) == 0 || req.ClientID == "" {
+			b.respond(m.request, protocol.StatusOK, "", &resp)
+			return
+		}
+		r.nextAgg++
+		r.aggs[r.nextAgg] = &hbAgg{request: m.request, left: len(groups), resp: resp}
+		for _, g := range groups {
+			ctx.Request(r.group(ctx, g.Group), &memberHB{aggID: r.nextAgg, clientID: req.ClientID, conn: m.conn, info: g})
+		}
+	case *protocol.UnregisterClientRequest:
+		for name, pid := range r.groups {
+			if req.Group == "" || req.Group == name {
+				ctx.Send(pid, &memberLeave{clientID: req.ClientID})
+			}
+		}
+		b.respond(m.request, protocol.StatusOK, "", nil)
+	case *protocol.DescribeConsumerGroupRequest:
+		pid, ok := r.groups[req.Group]
+		if !ok {
+			b.respond(m.request, protocol.StatusQueryNotFound, fmt.Sprintf("no consumer group %q on this broker", req.Group), nil)
+			return
+		}
+		ctx.Send(pid, &groupDescribe{request: m.request})
+	case *protocol.GetConsumerGroupsRequest:
+		list := make([]groupSummary, 0, len(r.sums))
+		for _, s := range r.sums {
+			list = append(list, s)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Group < list[j].Group })
+		ctx.Send(b.offsets, &fillOffsets{request: m.request, list: list})
+	}
+}
+
+// member is one live member of a group.
+type member struct {
+	id       string
+	conn     Conn
+	last     time.Time
+	info     protocol.ConsumerGroupInfo
+	owned    map[protocol.QueueRef]bool
+	assigned []protocol.QueueRef
+}
+
+// coordinator is one group's RebalanceCoordinator.
+type coordinator struct {
+	b          *Broker
+	name       string
+	members    map[string]*member
+	model      string
+	strategy   string
+	orderly    bool
+	owner      map[protocol.QueueRef]string // who may consume the queue now
+	target     map[protocol.QueueRef]string // who should
+	generation int64
+	armed      bool
+}
+
+func (g *coordinator) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.members = map[string]*member{}
+		g.owner, g.target = map[protocol.QueueRef]string{}, map[protocol.QueueRef]string{}
+	case *memberHB:
+		g.heartbeat(ctx, m)
+	case *memberLeave:
+		if _, ok := g.members[m.clientID]; ok {
+			g.b.log.Info("consumer left", "group", g.name, "client", m.clientID)
+			delete(g.members, m.clientID)
+			g.rebalance(ctx, "")
+		}
+	case *groupTick:
+		g.armed = false
+		g.expire(ctx)
+	case *groupDescribe:
+		ctx.Send(g.b.offsets, &fillOffsets{request: m.request, desc: g.describe()})
+	}
+}
+
+func (g *coordinator) interval() time.Duration {
+	if d := g.b.cfg.ConsumerHeartbeatInterval; d > 0 {
+		return d
+	}
+	return time.Second
+}
+
+func (g *coordinator) heartbeat(ctx actor.Context, m *memberHB) {
+	now := g.b.env.Clock.Now()
+	mem := g.members[m.clientID]
+	if mem == nil {
+		if len(g.members) == 0 { // the group's first member sets its mode
+			g.model = orDefault(m.info.MessageModel, protocol.Clustering)
+			g.strategy = orDefault(m.info.AllocateStrategy, protocol.AllocateAverage)
+			g.orderly = m.info.ConsumeOrderly
+		}
+		mem = &member{id: m.clientID}
+		g.members[m.clientID] = mem
+		g.b.log.Info("consumer joined", "group", g.name, "client", m.clientID, "addr", m.conn.RemoteAddr(), "model", g.model)
+	}
+	mem.conn, mem.last, mem.info = m.conn, now, m.info
+	mem.owned = map[protocol.QueueRef]bool{}
+	for _, q := range m.info.Owned {
+		mem.owned[q] = true
+	}
+	g.rebalance(ctx, m.clientID)
+	ctx.Respond(&memberAssign{aggID: m.aggID, a: protocol.GroupAssignment{Group: g.name, Generation: g.generation, Queues: slices.Clone(mem.assigned)}})
+	if !g.armed {
+		g.armed = true
+		g.b.after(g.interval(), ctx.Self(), &groupTick{})
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// expire removes members silent for three heartbeat intervals.
+func (g *coordinator) expire(ctx actor.Context) {
+	now := g.b.env.Clock.Now()
+	changed := false
+	for _, id := range g.memberIDs() {
+		if now.Sub(g.members[id].last) > 3*g.interval() {
+			g.b.log.Warn("consumer timed out", "group", g.name, "client", id)
+			delete(g.members, id)
+			changed = true
+		}
+	}
+	if changed {
+		g.rebalance(ctx, "")
+	}
+	if len(g.members) > 0 {
+		g.armed = true
+		g.b.after(g.interval(), ctx.Self(), &groupTick{})
+	}
+}
+
+func (g *coordinator) memberIDs() []string {
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// queuesOf lists a topic's queues (the retry topic has one).
+func (g *coordinator) queuesOf(topic string) []protocol.QueueRef {
+	n := int32(0)
+	if tc, ok := (*g.b.topicSnap.Load())[topic]; ok {
+		n = tc.ReadQueueNums
+	} else if topic == protocol.RetryTopic(g.name) {
+		n = 1
+	}
+	qs := make([]protocol.QueueRef, n)
+	for i := range qs {
+		qs[i] = protocol.QueueRef{Topic: topic, QueueID: int32(i)}
+	}
+	return qs
+}
+
+// rebalance recomputes the target assignment and hands queues over where
+// their old owners released them. self is the member being answered now
+// (it needs no notification).
+func (g *coordinator) rebalance(ctx actor.Context, self string) {
+	ids := g.memberIDs()
+	subscribers := map[string][]string{} // topic -> members
+	retry := protocol.RetryTopic(g.name)
+	for _, id := range ids {
+		for _, s := range g.members[id].info.Subscriptions {
+			if !slices.Contains(subscribers[s.Topic], id) {
+				subscribers[s.Topic] = append(subscribers[s.Topic], id)
+			}
+		}
+		if !slices.Contains(subscribers[retry], id) {
+			subscribers[retry] = append(subscribers[retry], id)
+		}
+	}
+	topics := make([]string, 0, len(subscribers))
+	for t := range subscribers {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+
+	assigned := map[string][]protocol.QueueRef{}
+	if g.model == protocol.Broadcasting {
+		for _, t := range topics {
+			for _, q := range g.queuesOf(t) {
+				for _, id := range subscribers[t] {
+					assigned[id] = append(assigned[id], q)
+				}
+			}
+		}
+		g.owner, g.target = map[protocol.QueueRef]string{}, map[protocol.QueueRef]string{}
+	} else {
+		target := map[protocol.QueueRef]string{}
+		for _, t := range topics {
+			for q, id := range allocate(g.strategy, g.queuesOf(t), subscribers[t], g.target) {
+				target[q] = id
+			}
+		}
+		g.target = target
+		all := map[protocol.QueueRef]bool{}
+		for q := range target {
+			all[q] = true
+		}
+		for q := range g.owner {
+			all[q] = true
+		}
+		for q := range all {
+			t, o := target[q], g.owner[q]
+			if o != "" && g.members[o] == nil {
+				o = "" // the owner left or timed out: the queue is free
+			}
+			switch {
+			case o == "":
+				o = t
+			case o != t && !g.members[o].owned[q]:
+				o = t // released by its old owner
+			case o != t && Bugs.DoubleAssign:
+				o = t // planted bug: hand over without waiting for the release
+			}
+			if o == "" {
+				delete(g.owner, q)
+			} else {
+				g.owner[q] = o
+			}
+			if o != "" && o == t {
+				assigned[o] = append(assigned[o], q)
+			}
+		}
+	}
+	changed := false
+	for _, id := range ids {
+		mem := g.members[id]
+		a := assigned[id]
+		sort.Slice(a, func(i, j int) bool {
+			if a[i].Topic != a[j].Topic {
+				return a[i].Topic < a[j].Topic
+			}
+			return a[i].QueueID < a[j].QueueID
+		})
+		if !slices.Equal(a, mem.assigned) {
+			changed = true
+			mem.assigned = a
+			if id != self {
+				g.notify(mem)
+			}
+		}
+	}
+	if changed {
+		g.generation++
+	}
+	sum := groupSummary{GroupSummary: protocol.GroupSummary{Group: g.name, MessageModel: g.model, Members: int32(len(ids))}}
+	for _, t := range topics {
+		sum.Topics = append(sum.Topics, t)
+		sum.queues = append(sum.queues, g.queuesOf(t)...)
+	}
+	ctx.Send(ctx.Parent(), &groupChanged{sum: sum})
+}
+
+// notify tells a member its assignment changed, so it heartbeats now
+// instead of at its next interval.
+func (g *coordinator) notify(mem *member) {
+	frame, err := protocol.AppendRequest(nil, 0, protocol.FlagOneway, &protocol.NotifyConsumerIDsChangedRequest{Group: g.name})
+	if err == nil && mem.conn != nil {
+		mem.conn.Write(frame)
+	}
+}
+
+func (g *coordinator) describe() *protocol.ConsumerGroupDescription {
+	d := &protocol.ConsumerGroupDescription{Group: g.name, MessageModel: g.model, AllocateStrategy: g.strategy,
+		ConsumeOrderly: g.orderly, Generation: g.generation}
+	for _, id := range g.memberIDs() {
+		mem := g.members[id]
+		d.Members = append(d.Members, protocol.GroupMember{ClientID: id, Address: addrOf(mem.conn),
+			LastHeartbeatMs: mem.last.UnixMilli(), Queues: slices.Clone(mem.assigned)})
+	}
+	seen := map[protocol.QueueRef]bool{}
+	var topics []string
+	for _, id := range g.memberIDs() {
+		for _, s := range g.members[id].info.Subscriptions {
+			if !slices.Contains(topics, s.Topic) {
+				topics = append(topics, s.Topic)
+			}
+		}
+	}
+	topics = append(topics, protocol.RetryTopic(g.name))
+	sort.Strings(topics)
+	for _, t := range topics {
+		for _, q := range g.queuesOf(t) {
+			if seen[q] {
+				continue
+			}
+			seen[q] = true
+			gq := protocol.GroupQueue{Topic: q.Topic, QueueID: q.QueueID, CommittedOffset: -1}
+			if g.model != protocol.Broadcasting {
+				gq.Owner = g.owner[q]
+				if t := g.target[q]; t != gq.Owner {
+					gq.Pending = t
+				}
+			}
+			d.Queues = append(d.Queues, gq)
+		}
+	}
+	return d
+}
+
+func addrOf(c Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.RemoteAddr()
+}
+
+// fill completes group descriptions with committed offsets and lag; the
+// offset manager runs it (it owns the offsets).
+func (o *offsetManager) fill(m *fillOffsets) {
+	b := o.b
+	committed := func(group string, q protocol.QueueRef) int64 {
+		if off, ok := o.table.Offsets[offsetKey(q.Topic, group)][q.QueueID]; ok {
+			return off
+		}
+		return -1
+	}
+	if m.desc != nil {
+		for i := range m.desc.Queues {
+			gq := &m.desc.Queues[i]
+			_, max := b.queueBounds(storage.QueueKey{Topic: gq.Topic, QueueID: gq.QueueID})
+			gq.MaxOffset = max
+			gq.CommittedOffset = committed(m.desc.Group, protocol.QueueRef{Topic: gq.Topic, QueueID: gq.QueueID})
+			gq.Lag = max - max64(gq.CommittedOffset, 0)
+		}
+		b.respond(m.request, protocol.StatusOK, "", m.desc)
+		return
+	}
+	resp := &protocol.ConsumerGroupsResponse{Groups: []protocol.GroupSummary{}}
+	for _, s := range m.list {
+		gs := s.GroupSummary
+		for _, q := range s.queues {
+			_, max := b.queueBounds(storage.QueueKey{Topic: q.Topic, QueueID: q.QueueID})
+			gs.Lag += max - max64(committed(gs.Group, q), 0)
+		}
+		resp.Groups = append(resp.Groups, gs)
+	}
+	b.respond(m.request, protocol.StatusOK, "", resp)
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// isGroupTopic reports whether a topic is a group's retry or dead-letter
+// topic (created on demand with one queue).
+func isGroupTopic(t string) bool {
+	return strings.HasPrefix(t, protocol.RetryTopicPrefix) || strings.HasPrefix(t, protocol.DLQTopicPrefix)
+}
