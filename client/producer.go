@@ -39,7 +39,10 @@ type BatchResult struct {
 // SendOption adjusts one send.
 type SendOption func(*sendOptions)
 
-type sendOptions struct{ queue int32 }
+type sendOptions struct {
+	queue int32
+	edits []func(*protocol.Message) error // property edits (WithDelayLevel, WithDeliverAt)
+}
 
 // ToQueue sends to this queue of the topic instead of the producer's choice.
 func ToQueue(q int32) SendOption { return func(s *sendOptions) { s.queue = q } }
@@ -205,10 +208,14 @@ func (p *Producer) retry(ctx context.Context, topic string, attempt func() (stor
 // Send returns the full result with that Status and a *StatusError: the
 // message is not resent.
 func (p *Producer) Send(ctx context.Context, msg *protocol.Message, opts ...SendOption) (SendResult, error) {
+	so := p.sendOpts(opts)
+	if err := so.apply(msg); err != nil {
+		return SendResult{}, err
+	}
 	if err := p.prepare(msg); err != nil {
 		return SendResult{}, err
 	}
-	return p.send(ctx, msg, p.sendOpts(opts))
+	return p.send(ctx, msg, so)
 }
 
 func (p *Producer) send(ctx context.Context, msg *protocol.Message, so sendOptions) (SendResult, error) {
@@ -253,11 +260,15 @@ func (p *Producer) send(ctx context.Context, msg *protocol.Message, so sendOptio
 // If the producer is closed, callback is called with ErrClosed before
 // SendAsync returns. The caller bounds the number of sends in flight.
 func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callback func(SendResult, error), opts ...SendOption) {
+	so := p.sendOpts(opts)
+	if err := so.apply(msg); err != nil {
+		callback(SendResult{}, err)
+		return
+	}
 	if err := p.prepare(msg); err != nil {
 		callback(SendResult{}, err)
 		return
 	}
-	so := p.sendOpts(opts)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -275,10 +286,14 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 // SendOneway sends msg without waiting for (or getting) an answer: it
 // returns once the frame is queued on the connection. Nothing is retried.
 func (p *Producer) SendOneway(ctx context.Context, msg *protocol.Message, opts ...SendOption) error {
+	so := p.sendOpts(opts)
+	if err := so.apply(msg); err != nil {
+		return err
+	}
 	if err := p.prepare(msg); err != nil {
 		return err
 	}
-	q, err := p.queueFor(ctx, msg.Topic, p.sendOpts(opts))
+	q, err := p.queueFor(ctx, msg.Topic, so)
 	if err != nil {
 		return err
 	}
@@ -307,7 +322,11 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 	topic := ""
 	batch := make([]protocol.Message, len(msgs))
 	res := BatchResult{QueueID: -1, QueueOffset: -1, UniqKeys: make([]string, len(msgs))}
+	so := p.sendOpts(opts)
 	for i, m := range msgs {
+		if err := so.apply(m); err != nil {
+			return BatchResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
 		if err := p.prepare(m); err != nil {
 			return BatchResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
@@ -320,7 +339,6 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 		res.UniqKeys[i] = m.UniqKey()
 	}
 	res.Topic = topic
-	so := p.sendOpts(opts)
 	born := nowMs()
 	err := p.retry(ctx, topic, func() (bool, error) {
 		q, err := p.queueFor(ctx, topic, so)

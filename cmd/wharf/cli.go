@@ -22,9 +22,9 @@ import (
 const cliDefaultBroker = "127.0.0.1:10911"
 
 // addClientCommands registers the client-side commands: produce, consume,
-// query, topic.
+// query, topic, group.
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newProduceCmd(), newConsumeCmd(), newQueryCmd(), newTopicCmd())
+	root.AddCommand(newProduceCmd(), newConsumeCmd(), newQueryCmd(), newTopicCmd(), newGroupCmd())
 }
 
 // cliCommon holds the flags every client command has.

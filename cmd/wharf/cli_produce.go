@@ -36,6 +36,10 @@ type produceFlags struct {
 	retries  int
 	group    string
 	grace    time.Duration
+
+	delayLevel int
+	deliverAt  string
+	deliverAtT time.Time // parsed from deliverAt by validate
 }
 
 func newProduceCmd() *cobra.Command {
@@ -54,6 +58,10 @@ is the UNIQ_KEY when --key is not given).
 Only SUCCESS answers count as acked. Messages stored without a confirmed flush
 or replication (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)
 count as failed and also as unconfirmed.
+
+--delay-level N (1..18: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m
+1h 2h) or --deliver-at TIME (RFC 3339, or +DURATION from now such as +90s)
+makes consumers see the messages only from then on.
 
 On Ctrl-C (SIGINT, SIGTERM), or when the broker cannot be reached, produce
 stops sending, waits a little for the answers in flight, prints its summary
@@ -81,6 +89,8 @@ percentiles are of acknowledged sends (one per batch with --batch).`,
 	f.IntVar(&o.retries, "retries", 2, "retries of a send that failed with a retryable status or a connection error")
 	f.StringVar(&o.group, "producer-group", "wharf-cli-producer", "producer group")
 	f.DurationVar(&o.grace, "grace", 3*time.Second, "after a stop, how long to wait for the answers of sends in flight")
+	f.IntVar(&o.delayLevel, "delay-level", 0, "delay level 1..18 of every message (0: none)")
+	f.StringVar(&o.deliverAt, "deliver-at", "", "delivery time of every message: RFC 3339 or +duration from now")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
@@ -201,6 +211,17 @@ func (o *produceFlags) validate() error {
 		return fmt.Errorf("--retries must not be negative")
 	case strings.ContainsAny(o.key, " \t\x01\x02"):
 		return fmt.Errorf("--key must not contain spaces")
+	case o.delayLevel < 0 || o.delayLevel > client.MaxDelayLevel:
+		return fmt.Errorf("--delay-level must be in 0..%d, got %d", client.MaxDelayLevel, o.delayLevel)
+	case o.delayLevel > 0 && o.deliverAt != "":
+		return errors.New("give --delay-level or --deliver-at, not both")
+	}
+	if o.deliverAt != "" {
+		t, err := parseDeliverAt(o.deliverAt, time.Now())
+		if err != nil {
+			return fmt.Errorf("--deliver-at: %w", err)
+		}
+		o.deliverAtT = t
 	}
 	if err := protocol.ValidateTopic(o.topic); err != nil {
 		return fmt.Errorf("--topic: %w", err)
@@ -228,6 +249,12 @@ func (o *produceFlags) message(seq int) *protocol.Message {
 	}
 	if o.key != "" {
 		m.SetKeys(o.key + "-" + strconv.Itoa(seq))
+	}
+	if o.delayLevel > 0 {
+		m.SetDelayLevel(o.delayLevel)
+	}
+	if !o.deliverAtT.IsZero() {
+		client.SetDeliverAt(m, o.deliverAtT)
 	}
 	return m
 }
