@@ -23,6 +23,10 @@ type conn struct {
 	addr  string
 	o     *options
 	hello func() protocol.Request // heartbeat sent on connect and periodically; may be nil
+	// onRequest, if set (before the first connect), gets the frames the
+	// broker sends on its own (requests, not responses), from the reader
+	// goroutine: it must not block. Without it they are ignored.
+	onRequest func(f *protocol.Frame)
 
 	opaque atomic.Uint32
 
@@ -393,8 +397,14 @@ func (s *session) readLoop() {
 			return
 		}
 		if !f.IsResponse() {
-			s.fail(fmt.Errorf("%w: the broker sent a request (%v)", ErrProtocol, f.Code))
-			return
+			// A broker-initiated request (NOTIFY_CONSUMER_IDS_CHANGED):
+			// not an answer to anything of ours.
+			if h := s.c.onRequest; h != nil {
+				h(f)
+			} else {
+				s.c.o.logger.Debug("wharf client: ignoring a request from the broker", "code", f.Code)
+			}
+			continue
 		}
 		s.mu.Lock()
 		ch := s.pending[f.Opaque]
