@@ -84,6 +84,7 @@ type harness struct {
 	conn  *fakeConn
 	next  uint32
 	store *storage.Store
+	gens  map[string]int64 // group generation each test member applied
 }
 
 func testStoreConfig() storage.Config {

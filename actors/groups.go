@@ -168,6 +168,7 @@ type member struct {
 	last     time.Time
 	info     protocol.ConsumerGroupInfo
 	owned    map[protocol.QueueRef]bool
+	seenGen  int64 // the generation the member's last heartbeat echoed
 	assigned []protocol.QueueRef
 }
 
@@ -181,6 +182,8 @@ type coordinator struct {
 	orderly    bool
 	owner      map[protocol.QueueRef]string // who may consume the queue now
 	target     map[protocol.QueueRef]string // who should
+	revokedAt  map[protocol.QueueRef]int64  // generation that took the queue from its owner
+	graceUntil time.Time                    // no unowned queue is granted before (see Started)
 	generation int64
 	armed      bool
 }
@@ -190,6 +193,16 @@ func (g *coordinator) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.members = map[string]*member{}
 		g.owner, g.target = map[protocol.QueueRef]string{}, map[protocol.QueueRef]string{}
+		g.revokedAt = map[protocol.QueueRef]int64{}
+		// After a broker restart the coordinator knows nothing of who
+		// consumed what. Members keep consuming for a lease of two
+		// heartbeat intervals after their last acknowledged heartbeat, so
+		// for that long after the broker started it only learns owners from
+		// the members' reports and grants nothing else.
+		g.graceUntil = g.b.bootTime.Add(2 * g.interval())
+		// Generations start from the clock, so a coordinator after a
+		// restart never reuses a generation members echo from before it.
+		g.generation = g.b.env.Clock.Now().UnixMilli() * 1000
 	case *memberHB:
 		g.heartbeat(ctx, m)
 	case *memberLeave:
@@ -201,6 +214,7 @@ func (g *coordinator) Receive(ctx actor.Context) {
 	case *groupTick:
 		g.armed = false
 		g.expire(ctx)
+		g.rebalance(ctx, "") // grants what the grace period or a release held back
 	case *groupDescribe:
 		ctx.Send(g.b.offsets, &fillOffsets{request: m.request, desc: g.describe()})
 	}
@@ -231,6 +245,7 @@ func (g *coordinator) heartbeat(ctx actor.Context, m *memberHB) {
 	for _, q := range m.info.Owned {
 		mem.owned[q] = true
 	}
+	mem.seenGen = m.info.Generation
 	g.rebalance(ctx, m.clientID)
 	ctx.Respond(&memberAssign{aggID: m.aggID, a: protocol.GroupAssignment{Group: g.name, Generation: g.generation, Queues: slices.Clone(mem.assigned)}})
 	if !g.armed {
@@ -338,18 +353,41 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 		for q := range g.owner {
 			all[q] = true
 		}
+		// Adopt what members report consuming that has no owner here (after
+		// a restart, the owners from before).
+		for _, id := range ids {
+			for q := range g.members[id].owned {
+				if g.owner[q] == "" {
+					g.owner[q] = id
+				}
+			}
+		}
+		grace := g.b.env.Clock.Now().Before(g.graceUntil)
+		next := g.generation + 1 // the generation this rebalance publishes, if anything changes
 		for q := range all {
 			t, o := target[q], g.owner[q]
 			if o != "" && g.members[o] == nil {
 				o = "" // the owner left or timed out: the queue is free
 			}
-			switch {
-			case o == "":
+			if o != "" && o != t {
+				rg, ok := g.revokedAt[q]
+				if !ok {
+					rg = next
+					g.revokedAt[q] = rg
+				}
+				// Released: the owner's heartbeat answered the revoking
+				// generation and no longer lists the queue.
+				if mem := g.members[o]; (!mem.owned[q] && mem.seenGen >= rg) || Bugs.DoubleAssign {
+					o = t
+				}
+			} else if o == "" && !grace {
 				o = t
-			case o != t && !g.members[o].owned[q]:
-				o = t // released by its old owner
-			case o != t && Bugs.DoubleAssign:
-				o = t // planted bug: hand over without waiting for the release
+			}
+			if o == t {
+				delete(g.revokedAt, q)
+			}
+			if o != g.owner[q] {
+				g.b.log.Debug("queue owner", "group", g.name, "queue", q.Topic+"-"+fmt.Sprint(q.QueueID), "from", g.owner[q], "to", o, "target", t, "gen", next, "grace", grace)
 			}
 			if o == "" {
 				delete(g.owner, q)

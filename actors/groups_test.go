@@ -64,7 +64,11 @@ func TestAllocateAverageIsStickyAndBalanced(t *testing.T) {
 
 func (h *harness) heartbeat(client string, owned []protocol.QueueRef, mut func(*protocol.ConsumerGroupInfo)) protocol.GroupAssignment {
 	h.t.Helper()
-	info := protocol.ConsumerGroupInfo{Group: "g", Subscriptions: []protocol.Subscription{{Topic: "t", Expression: "*"}}, Owned: owned}
+	if h.gens == nil {
+		h.gens = map[string]int64{}
+	}
+	info := protocol.ConsumerGroupInfo{Group: "g", Subscriptions: []protocol.Subscription{{Topic: "t", Expression: "*"}}, Owned: owned,
+		Generation: h.gens[client]}
 	if mut != nil {
 		mut(&info)
 	}
@@ -73,6 +77,7 @@ func (h *harness) heartbeat(client string, owned []protocol.QueueRef, mut func(*
 	if len(r.Assignments) != 1 {
 		h.t.Fatalf("heartbeat of %s: %d assignments", client, len(r.Assignments))
 	}
+	h.gens[client] = r.Assignments[0].Generation
 	return r.Assignments[0]
 }
 
@@ -89,7 +94,8 @@ func onlyTopic(a []protocol.QueueRef, topic string) []protocol.QueueRef {
 // TestCoordinatorHandoff: a queue reaches its new owner only after the old
 // owner stops reporting it.
 func TestCoordinatorHandoff(t *testing.T) {
-	h := startBroker(t, vfs.NewMem(), nil)
+	h := startBroker(t, vfs.NewMem(), func(c *Config) { c.ConsumerHeartbeatInterval = 100 * time.Millisecond })
+	time.Sleep(250 * time.Millisecond) // past the restart grace: owners from before a restart time out
 	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
 	a1 := h.heartbeat("c1", nil, nil)
 	if n := len(onlyTopic(a1.Queues, "t")); n != 4 {
@@ -123,7 +129,7 @@ func TestCoordinatorHandoff(t *testing.T) {
 	}
 	// c2 leaves: c1 gets everything back at once.
 	h.ok(h.send(&protocol.UnregisterClientRequest{ClientID: "c2", Group: "g"})[0], nil)
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
 	a1 = h.heartbeat("c1", a1.Queues, nil)
 	if n := len(onlyTopic(a1.Queues, "t")); n != 4 {
 		t.Fatalf("after c2 left c1 has %d queues", n)
@@ -141,7 +147,8 @@ func TestCoordinatorHandoff(t *testing.T) {
 }
 
 func TestBroadcastingAssignsEverything(t *testing.T) {
-	h := startBroker(t, vfs.NewMem(), nil)
+	h := startBroker(t, vfs.NewMem(), func(c *Config) { c.ConsumerHeartbeatInterval = 100 * time.Millisecond })
+	time.Sleep(250 * time.Millisecond)
 	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
 	bc := func(i *protocol.ConsumerGroupInfo) { i.MessageModel = protocol.Broadcasting }
 	h.heartbeat("c1", nil, bc)

@@ -378,6 +378,12 @@ type ConsumerGroupInfo struct {
 	// member's assignment first, and reaches its next owner only once no
 	// member reports owning it (or the old owner timed out).
 	Owned []QueueRef `msgpack:"owned,omitempty"`
+	// Generation is that of the last assignment this member received and
+	// applied (0 before the first). A revoked queue counts as released only
+	// when a heartbeat echoing the revoking generation no longer lists it
+	// in Owned, so a heartbeat that crossed the revocation on the wire is not
+	// mistaken for a release.
+	Generation int64 `msgpack:"generation,omitempty"`
 }
 
 // QueueRef names a queue.

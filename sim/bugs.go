@@ -23,6 +23,8 @@ var Bugs = []Bug{
 		Scenarios: []string{"sync-flush"}, set: func(on bool) { actors.Bugs.AckBeforeFlush = on }},
 	{Name: "ack-before-replica", Breaks: "a SYNC_MASTER acknowledgement means a slave has the bytes",
 		Scenarios: []string{"sync-master"}, set: func(on bool) { actors.Bugs.AckBeforeReplica = on }},
+	{Name: "double-assign", Breaks: "no queue has two owners at once in clustering mode",
+		Scenarios: []string{"rebalance"}, set: func(on bool) { actors.Bugs.DoubleAssign = on }},
 	{Name: "skip-crc-check", Breaks: "recovery keeps a torn record; every record must be intact",
 		Scenarios: []string{"async-flush", "sync-flush"}, set: func(on bool) { storage.Bugs.SkipCRCCheck = on }},
 	{Name: "no-flush-timeout", Breaks: "SYNC_FLUSH waiters get FLUSH_DISK_TIMEOUT at syncFlushTimeout",

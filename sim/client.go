@@ -68,6 +68,8 @@ const (
 
 func (c *Client) own() owner { return owner{} }
 
+func (c *Client) clientNum() int { return c.id }
+
 // connect opens a connection to the node's current incarnation.
 func (c *Client) connect() {
 	n := c.s.node

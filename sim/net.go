@@ -22,6 +22,12 @@ func (m NetModel) sample(w *World) time.Duration {
 	return m.LatencyMin + time.Duration(w.rng.Int63n(int64(m.LatencyMax-m.LatencyMin)+1))
 }
 
+// peer is a simulated client: it receives the answers of its connections.
+type peer interface {
+	clientNum() int
+	onResponse(c *Conn, f *protocol.Frame)
+}
+
 // Conn is a simulated TCP connection from a client to one incarnation of a
 // node. It keeps each direction in order (as TCP does) while messages of
 // different connections interleave as the seed decides. It is the node's
@@ -31,7 +37,7 @@ type Conn struct {
 	id      uint64
 	node    *Node
 	epoch   int
-	client  *Client
+	client  peer
 	closed  bool
 	toNode  time.Time // arrival time of the last message towards the node
 	toPeer  time.Time
@@ -45,7 +51,7 @@ func (c *Conn) ID() uint64 { return c.id }
 
 // RemoteAddr implements actors.Conn.
 func (c *Conn) RemoteAddr() string {
-	return fmt.Sprintf("10.0.0.%d:%d", c.client.id%250+1, 40000+c.id%20000)
+	return fmt.Sprintf("10.0.0.%d:%d", c.client.clientNum()%250+1, 40000+c.id%20000)
 }
 
 // Close implements actors.Conn.

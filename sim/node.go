@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,7 +126,7 @@ func (n *Node) start() error {
 			}
 			n.w.at(n.w.now.Add(lat), own, fn)
 		},
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: n.logger(),
 	}
 	if n.dial != nil {
 		dial := n.dial
@@ -207,3 +208,34 @@ func (n *Node) durable(phy int64) (bool, string) {
 	}
 	return true, ""
 }
+
+// logger sends the broker's logs into the trace when tracing (they would
+// slow every other run down).
+func (n *Node) logger() *slog.Logger {
+	if n.w.traceOut == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(&traceHandler{w: n.w, node: n.name})
+}
+
+type traceHandler struct {
+	w     *World
+	node  string
+	attrs []slog.Attr
+}
+
+func (h *traceHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *traceHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	// Logs go to the printed trace only, not into the hash: a trace with
+	// and without logs must hash the same.
+	fmt.Fprintf(h.w.traceOut, "%12.6f   log %s %s: %s\n", h.w.now.Sub(Epoch).Seconds(), h.node, r.Level, b.String())
+	return nil
+}
+func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler { return h }
+func (h *traceHandler) WithGroup(string) slog.Handler         { return h }

@@ -21,15 +21,19 @@ import (
 type Fault string
 
 const (
-	FaultCrash       Fault = "crash"        // power cut: only synced bytes and some written-back pages survive
-	FaultTornWrite   Fault = "torn-write"   // power cut with a torn last page
-	FaultFsyncError  Fault = "fsync-error"  // fsync fails from now on (the operator restarts the broker)
-	FaultDiskStall   Fault = "disk-stall"   // fsyncs take seconds
-	FaultPartition   Fault = "partition"    // clients cannot reach the broker for a while
-	FaultConnReset   Fault = "conn-reset"   // one client's connection is reset (lost in flight)
-	FaultMasterKill  Fault = "master-kill"  // the master's process dies (its page cache survives)
-	FaultSlaveCrash  Fault = "slave-crash"  // power cut of the slave
-	FaultHAPartition Fault = "ha-partition" // master and slave cannot reach each other for a while
+	FaultCrash           Fault = "crash"            // power cut: only synced bytes and some written-back pages survive
+	FaultTornWrite       Fault = "torn-write"       // power cut with a torn last page
+	FaultFsyncError      Fault = "fsync-error"      // fsync fails from now on (the operator restarts the broker)
+	FaultDiskStall       Fault = "disk-stall"       // fsyncs take seconds
+	FaultPartition       Fault = "partition"        // clients cannot reach the broker for a while
+	FaultConnReset       Fault = "conn-reset"       // one client's connection is reset (lost in flight)
+	FaultMasterKill      Fault = "master-kill"      // the master's process dies (its page cache survives)
+	FaultSlaveCrash      Fault = "slave-crash"      // power cut of the slave
+	FaultHAPartition     Fault = "ha-partition"     // master and slave cannot reach each other for a while
+	FaultMemberJoin      Fault = "member-join"      // a consumer joins the group
+	FaultMemberLeave     Fault = "member-leave"     // a consumer closes (releases and unregisters)
+	FaultMemberCrash     Fault = "member-crash"     // a consumer dies silently
+	FaultMemberPartition Fault = "member-partition" // a consumer cannot reach the broker for a while
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -38,6 +42,7 @@ type Scenario struct {
 	Flush     actors.FlushDiskType
 	Role      string // the master's brokerRole; "" is ASYNC_MASTER without a slave
 	Slave     bool   // run a slave
+	Members   int    // consumer group members (push consumers coordinated by the broker)
 	Clients   []ClientKind
 	Faults    []Fault
 	Duration  time.Duration // virtual time of load
@@ -62,6 +67,9 @@ var Scenarios = []Scenario{
 	{Name: "sync-master-sync-flush", Flush: actors.SyncFlush, Role: actors.RoleSyncMaster, Slave: true,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
 		Faults:  []Fault{FaultCrash, FaultTornWrite, FaultSlaveCrash, FaultHAPartition}},
+	{Name: "rebalance", Flush: actors.AsyncFlush, Members: 3,
+		Clients: []ClientKind{SyncProducer, AsyncProducer},
+		Faults:  []Fault{FaultMemberJoin, FaultMemberLeave, FaultMemberCrash, FaultMemberPartition, FaultMemberJoin, FaultMasterKill}},
 	{Name: "async-master", Flush: actors.AsyncFlush, Role: actors.RoleAsyncMaster, Slave: true,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
 		Faults:  []Fault{FaultMasterKill, FaultSlaveCrash, FaultHAPartition}},
@@ -139,7 +147,12 @@ type Sim struct {
 	slaveAcked    int64     // the highest log end any slave incarnation reported
 	slaveCrashAt  time.Time // the slave's last crash
 	slaveRefused  bool      // the master refused the slave (diverged logs)
-	windowFrom    time.Time // window checks resume after a stall ends
+
+	members        []*GroupMember
+	memberSeq      int
+	groupCommitted map[protocol.QueueRef]int64 // highest group commit the broker acknowledged
+	groupConsumed  map[string]bool             // keys the group consumed
+	windowFrom     time.Time                   // window checks resume after a stall ends
 }
 
 func nodeConfigs(sc Scenario, slave bool) (actors.Config, storage.Config) {
@@ -155,6 +168,7 @@ func nodeConfigs(sc Scenario, slave bool) (actors.Config, storage.Config) {
 	a.HAHousekeepingInterval = 400 * time.Millisecond
 	a.HAMetadataInterval = 500 * time.Millisecond
 	a.HAMasterAddress = "broker-a-master"
+	a.ConsumerHeartbeatInterval = 200 * time.Millisecond
 	if slave {
 		a.BrokerRole = actors.RoleSlave
 		a.BrokerID = 1
@@ -228,6 +242,11 @@ func Run(opt Options) *Result {
 		s.clients = append(s.clients, c)
 		w.at(Epoch.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
 	}
+	s.groupCommitted = map[protocol.QueueRef]int64{}
+	s.groupConsumed = map[string]bool{}
+	for range sc.Members {
+		w.at(Epoch.Add(time.Duration(w.rng.Intn(100))*time.Millisecond), owner{}, func() { s.newMember() })
+	}
 	if !sc.NoFaults {
 		s.planFaults(stopAt)
 	}
@@ -252,6 +271,9 @@ func Run(opt Options) *Result {
 func (s *Sim) planFaults(stopAt time.Time) {
 	w := s.w
 	n := 1 + w.rng.Intn(3)
+	if s.sc.Members > 0 {
+		n = 3 + w.rng.Intn(5) // the group changes often
+	}
 	for range n {
 		f := s.sc.Faults[w.rng.Intn(len(s.sc.Faults))]
 		at := Epoch.Add(200*time.Millisecond + time.Duration(w.rng.Int63n(int64(s.sc.Duration-200*time.Millisecond))))
@@ -313,6 +335,14 @@ func (s *Sim) inject(f Fault) {
 			s.haPartitioned = false
 			w.Tracef("master/slave partition healed")
 		})
+	case FaultMemberJoin:
+		s.injectGroupFault("join")
+	case FaultMemberLeave:
+		s.injectGroupFault("leave")
+	case FaultMemberCrash:
+		s.injectGroupFault("crash")
+	case FaultMemberPartition:
+		s.injectGroupFault("partition")
 	case FaultPartition:
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: partition of %s for %v", n.name, d)
@@ -360,7 +390,11 @@ func (s *Sim) crashAndRestart(opts vfs.CrashOptions, down time.Duration) {
 
 // onAck checks an answer at the instant the broker gives it.
 func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
-	p := c.client.pend[f.Opaque]
+	cl, ok := c.client.(*Client)
+	if !ok {
+		return // a group member: no send acknowledgements
+	}
+	p := cl.pend[f.Opaque]
 	if p == nil || (p.code != protocol.CodeSendMessage && p.code != protocol.CodeSendBatchMessage) {
 		return
 	}
@@ -443,6 +477,7 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 
 // checkStep runs after every step: the cheap invariants.
 func (s *Sim) checkStep() {
+	s.checkOwners()
 	n := s.node
 	if s.sc.Flush == actors.AsyncFlush && n.up {
 		win := n.trackWindow()
@@ -565,6 +600,9 @@ func (s *Sim) checkSlavePrefix() {
 
 // finalCheck checks the store's structure on a copy of the disk as it is.
 func (s *Sim) finalCheck() {
+	if len(s.members) > 0 {
+		s.checkGroupConsumedAll()
+	}
 	s.checkSlavePrefix()
 	s.checkSlaveHasAcked()
 	n := s.node

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var seeds = flag.Int("seeds", 120, "seeds of the CI set (make sim runs many more)")
+var seeds = flag.Int("seeds", 80, "seeds of the CI set (make sim runs many more)")
 
 // runSeeds runs seeds 1..n on every core and returns the results in order.
 func runSeeds(n int, scenario string) []*Result {
