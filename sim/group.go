@@ -279,9 +279,23 @@ func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
 	m.s.w.at(m.s.w.now.Add(time.Duration(m.s.w.rng.Intn(500))*time.Microsecond), owner{}, func() { m.pull(p.queue) })
 }
 
+// rebalanceWait is a member's departure whose queues are not yet taken over.
+type rebalanceWait struct {
+	at     time.Time
+	queues []protocol.QueueRef
+	who    string
+}
+
+func (m *GroupMember) departed() {
+	if len(m.owned) > 0 {
+		m.s.waits = append(m.s.waits, rebalanceWait{at: m.s.w.now, queues: m.ownedRefs(), who: m.name})
+	}
+}
+
 // leave: the member releases everything and unregisters (a clean Close).
 func (m *GroupMember) leave() {
 	m.s.w.Tracef("member %s leaves", m.name)
+	m.departed()
 	m.request(&protocol.UnregisterClientRequest{ClientID: m.name, Group: simGroupG}, &memberPending{})
 	m.owned = map[protocol.QueueRef]*ownedQueue{}
 	m.stopped = true
@@ -290,6 +304,7 @@ func (m *GroupMember) leave() {
 // crash: the member's process dies; the broker finds out by its silence.
 func (m *GroupMember) crash() {
 	m.s.w.Tracef("member %s crashes", m.name)
+	m.departed()
 	m.alive = false
 	m.owned = map[protocol.QueueRef]*ownedQueue{}
 	if m.conn != nil {
@@ -297,11 +312,14 @@ func (m *GroupMember) crash() {
 	}
 }
 
-// checkOwners: in clustering mode no queue has two consuming owners.
+// checkOwners: in clustering mode no queue has two consuming owners. It
+// also times rebalances: from a member's departure until every queue it
+// held is consumed by another member again.
 func (s *Sim) checkOwners() {
 	if len(s.members) == 0 {
 		return
 	}
+	defer s.timeRebalances()
 	seen := map[protocol.QueueRef]string{}
 	for _, m := range s.members {
 		m.tick()
@@ -319,6 +337,39 @@ func (s *Sim) checkOwners() {
 			seen[ref] = m.name
 		}
 	}
+}
+
+func (s *Sim) timeRebalances() {
+	if len(s.waits) == 0 {
+		return
+	}
+	consuming := map[protocol.QueueRef]string{}
+	for _, m := range s.members {
+		if !m.leased() {
+			continue
+		}
+		for ref, q := range m.owned {
+			if !q.releasing && !q.querying {
+				consuming[ref] = m.name
+			}
+		}
+	}
+	keep := s.waits[:0]
+	for _, wt := range s.waits {
+		done := true
+		for _, q := range wt.queues {
+			if who, ok := consuming[q]; !ok || who == wt.who {
+				done = false
+				break
+			}
+		}
+		if done {
+			s.res.Rebalance.RecordValue(max(1, s.w.now.Sub(wt.at).Milliseconds()))
+			continue
+		}
+		keep = append(keep, wt)
+	}
+	s.waits = keep
 }
 
 // checkGroupConsumedAll: with a live member at the end, every acknowledged

@@ -109,6 +109,9 @@ type Result struct {
 	// virtual microseconds.
 	AckLatency *hdrhistogram.Histogram
 	Mode       string // flush mode, and the master's role when a slave runs
+	// Rebalance is the virtual ms from a group member leaving or crashing
+	// until every queue it held is consumed by another member.
+	Rebalance *hdrhistogram.Histogram
 }
 
 // Failed reports whether an invariant broke.
@@ -152,7 +155,8 @@ type Sim struct {
 	memberSeq      int
 	groupCommitted map[protocol.QueueRef]int64 // highest group commit the broker acknowledged
 	groupConsumed  map[string]bool             // keys the group consumed
-	windowFrom     time.Time                   // window checks resume after a stall ends
+	waits          []rebalanceWait
+	windowFrom     time.Time // window checks resume after a stall ends
 }
 
 func nodeConfigs(sc Scenario, slave bool) (actors.Config, storage.Config) {
@@ -218,7 +222,8 @@ func Run(opt Options) *Result {
 	if sc.Slave {
 		mode = sc.Role + "+" + mode
 	}
-	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: mode, AckLatency: hdrhistogram.New(1, 60_000_000, 3)}
+	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: mode, AckLatency: hdrhistogram.New(1, 60_000_000, 3),
+		Rebalance: hdrhistogram.New(1, 600_000, 3)}
 	acfg, scfg := nodeConfigs(sc, false)
 	s.node = newNode(w, "broker-a", acfg, scfg, DefaultDisk())
 	if sc.Slave {

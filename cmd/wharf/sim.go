@@ -32,6 +32,7 @@ type simSummary struct {
 	Bug            string                `json:"bug,omitempty"`
 	Scenarios      map[string]int        `json:"scenarios"`
 	AckLatency     map[string]latencyRow `json:"ack_latency_us"`
+	Rebalance      *latencyRow           `json:"rebalance_ms,omitempty"`
 }
 
 type latencyRow struct {
@@ -199,7 +200,11 @@ func runSim(cmd *cobra.Command, r simRun) error {
 	sum := simSummary{Seeds: r.n, WallSeconds: wall, Bug: r.bug, Scenarios: map[string]int{}, AckLatency: map[string]latencyRow{},
 		FailedSeeds: []int64{}}
 	hists := map[string]*hdrhistogram.Histogram{}
+	reb := hdrhistogram.New(1, 600_000, 3)
 	for _, res := range results {
+		if res.Rebalance != nil {
+			reb.Merge(res.Rebalance)
+		}
 		sum.SimSeconds += res.SimSeconds
 		sum.Scenarios[res.Scenario]++
 		if res.Failed() {
@@ -230,6 +235,10 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		sum.AckLatency[m] = latencyRow{Acks: h.TotalCount(), P50: h.ValueAtQuantile(50), P99: h.ValueAtQuantile(99),
 			P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 	}
+	if reb.TotalCount() > 0 {
+		sum.Rebalance = &latencyRow{Acks: reb.TotalCount(), P50: reb.ValueAtQuantile(50), P99: reb.ValueAtQuantile(99),
+			P999: reb.ValueAtQuantile(99.9), Max: reb.Max()}
+	}
 	if r.json {
 		b, _ := json.Marshal(sum)
 		fmt.Fprintln(out, string(b))
@@ -244,6 +253,9 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		for _, m := range modes {
 			l := sum.AckLatency[m]
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", m, l.Acks, l.P50, l.P99, l.P999, l.Max)
+		}
+		if l := sum.Rebalance; l != nil {
+			fmt.Fprintf(tw, "rebalance after a member left (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
 		}
 		tw.Flush()
 		if len(sum.FailedSeeds) > 0 {
