@@ -182,6 +182,9 @@ func (b *Broker) respond(r *request, st protocol.Status, remark string, resp pro
 // never blocks: every request becomes an actor message, except the ones that
 // read only immutable or atomically published state.
 func (b *Broker) Deliver(in *Inbound) {
+	if closed(in.Conn) {
+		return
+	}
 	var sends []*sendItem
 	for _, f := range in.Frames {
 		r := &request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway()}
@@ -319,6 +322,7 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 		BytesPutTotal:      b.bytesPut.Load(),
 		TopicCount:         int32(len(*topics)),
 		ConnectionCount:    int32(b.conns.Load()),
+		DiskUsedRatio:      b.diskUsed(),
 		Extra: map[string]string{
 			"flushDiskType": string(b.cfg.FlushDiskType),
 			"dispatched":    fmt.Sprint(b.store.Dispatched()),
@@ -392,3 +396,11 @@ func parseHost(s string) netip.AddrPort {
 }
 
 func (b *Broker) storeFS() vfs.FS { return b.store.FS() }
+
+func (b *Broker) diskUsed() float64 {
+	u, err := b.store.FS().Usage(b.store.Root())
+	if err != nil {
+		return 0
+	}
+	return u.UsedRatio()
+}

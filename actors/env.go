@@ -71,6 +71,7 @@ type Config struct {
 	HAHousekeepingInterval        time.Duration // close a silent link
 	HAMaxGapNotInSync             int64         // a slave further behind is not in sync
 	InSyncReplicas                int           // copies a SYNC_MASTER send needs, the master's included
+	HATransferBatchSize           int           // most log bytes per transfer to a slave
 	HACatchUpFromLastSegment      bool          // an empty slave starts at the master's last segment, not its earliest
 	HAMetadataInterval            time.Duration // topics and offsets master <-> slave
 	SlaveReadEnable               bool          // pulls may suggest reading from a slave
@@ -108,6 +109,7 @@ func DefaultConfig() Config {
 		HAHousekeepingInterval:         20 * time.Second,
 		HAMaxGapNotInSync:              256 << 20,
 		InSyncReplicas:                 2,
+		HATransferBatchSize:            256 << 10,
 		HAMetadataInterval:             3 * time.Second,
 		AccessMessageInMemoryMaxRatio:  40,
 		ConsumerHeartbeatInterval:      time.Second,

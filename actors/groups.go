@@ -329,6 +329,7 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 	sort.Strings(topics)
 
 	assigned := map[string][]protocol.QueueRef{}
+	var revoked []string // owners that must hear of the next generation to release
 	if g.model == protocol.Broadcasting {
 		for _, t := range topics {
 			for _, q := range g.queuesOf(t) {
@@ -374,6 +375,7 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 				if !ok {
 					rg = next
 					g.revokedAt[q] = rg
+					revoked = append(revoked, o) // must see generation next to release
 				}
 				// Released: the owner's heartbeat answered the revoking
 				// generation and no longer lists the queue.
@@ -399,7 +401,12 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 			}
 		}
 	}
-	changed := false
+	changed := len(revoked) > 0 // a revocation needs a new generation even if no list changed
+	for _, id := range revoked {
+		if mem := g.members[id]; mem != nil && id != self {
+			g.notify(mem)
+		}
+	}
 	for _, id := range ids {
 		mem := g.members[id]
 		a := assigned[id]

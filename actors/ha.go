@@ -106,9 +106,8 @@ type replicator struct {
 }
 
 const (
-	haChunk  = 256 << 10 // bytes per HA_TRANSFER
-	haWindow = 4 << 20   // unacknowledged bytes in flight per slave
-	haTail   = 4096      // bytes of log end compared to detect divergence
+	haWindow = 4 << 20 // unacknowledged bytes in flight per slave
+	haTail   = 4096    // bytes of log end compared to detect divergence
 )
 
 func (r *replicator) Receive(ctx actor.Context) {
@@ -265,7 +264,7 @@ func (r *replicator) peerIDs() []uint64 {
 func (r *replicator) pump(p *haPeer) {
 	cl := r.b.store.CommitLog()
 	for p.sent < cl.MaxOffset() && p.sent-p.acked < haWindow {
-		chunk, err := cl.ReadRecords(p.sent, haChunk)
+		chunk, err := cl.ReadRecords(p.sent, max(r.b.cfg.HATransferBatchSize, 4<<10))
 		if err != nil {
 			r.refuse(p.conn, fmt.Sprintf("cannot read the log at %d for the slave: %v", p.sent, err))
 			return

@@ -261,6 +261,9 @@ func (d *dispatchActor) publish() {
 }
 
 func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
+	if m.conn != nil && closed(m.conn) {
+		return // nobody would read the answer
+	}
 	if m.req.CommitOffset != nil {
 		ctx.Send(d.b.offsets, &offsetMsg{request: &request{oneway: true}, req: &protocol.UpdateConsumerOffsetRequest{
 			ConsumerGroup: m.req.ConsumerGroup, Topic: m.req.Topic, QueueID: m.req.QueueID, CommitOffset: *m.req.CommitOffset}})
@@ -367,6 +370,9 @@ func (d *dispatchActor) serveHeld(ctx actor.Context) {
 	keep := d.held[:0]
 	var earliest time.Time
 	for _, h := range d.held {
+		if h.conn != nil && closed(h.conn) {
+			continue
+		}
 		if d.try(h) {
 			continue
 		}
@@ -421,6 +427,9 @@ func (x *indexActor) Receive(ctx actor.Context) {
 }
 
 func (x *indexActor) query(m *queryMsg) {
+	if m.conn != nil && closed(m.conn) {
+		return
+	}
 	req := m.req
 	max := int(req.MaxNum)
 	if max <= 0 || max > 64 {
@@ -440,7 +449,13 @@ func (x *indexActor) query(m *queryMsg) {
 		return
 	}
 	resp := &protocol.QueryMessageResponse{}
+	bytes := 0
 	for i := range recs {
+		// Keep the answer within the frame and outbound limits, as pulls do.
+		if len(resp.Messages) > 0 && bytes+int(recs[i].TotalSize) > x.b.cfg.MaxPullBytes {
+			break
+		}
+		bytes += int(recs[i].TotalSize)
 		resp.Messages = append(resp.Messages, recordToExt(&recs[i]))
 	}
 	x.b.respond(m.request, protocol.StatusOK, "", resp)

@@ -36,3 +36,10 @@ type Handler interface {
 	// (long polls) are dropped.
 	Disconnected(c Conn)
 }
+
+// closed reports whether c is known to be closed (transports that can tell
+// implement Closed), so work whose answer nobody would read is skipped.
+func closed(c Conn) bool {
+	x, ok := c.(interface{ Closed() bool })
+	return ok && x.Closed()
+}

@@ -177,7 +177,7 @@ func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
 		it.queueID = w.rr[it.topic] % tc.WriteQueueNums
 		w.rr[it.topic] = (it.queueID + 1) % tc.WriteQueueNums
 	case it.queueID >= tc.WriteQueueNums:
-		return protocol.StatusMessageIllegal, fmt.Sprintf("queue %d out of range: topic %q has %d write queues", it.queueID, it.topic, tc.WriteQueueNums)
+		return protocol.StatusInvalidParameter, fmt.Sprintf("queue %d out of range: topic %q has %d write queues", it.queueID, it.topic, tc.WriteQueueNums)
 	}
 	return protocol.StatusOK, ""
 }
@@ -323,6 +323,9 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 			continue
 		}
 		var resp protocol.Fields
+		// A delayed message waits in a schedule queue: the answer names
+		// where it was stored (queue and offset of the same place).
+		qid := w.msgs[sp.from].QueueID
 		if it.sendBack {
 			resp = nil
 		} else if it.batch {
@@ -330,9 +333,9 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 			for j, r := range res {
 				ids[j] = protocol.OffsetMsgID(b.cfg.StoreHost, r.PhyOffset)
 			}
-			resp = &protocol.SendBatchResponse{QueueID: it.queueID, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
+			resp = &protocol.SendBatchResponse{QueueID: qid, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
 		} else {
-			resp = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(b.cfg.StoreHost, res[0].PhyOffset), QueueID: it.queueID, QueueOffset: res[0].QueueOffset}
+			resp = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(b.cfg.StoreHost, res[0].PhyOffset), QueueID: qid, QueueOffset: res[0].QueueOffset}
 		}
 		if syncMaster && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
 			// Never an OK without the slave's copy: with too few slaves in

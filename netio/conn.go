@@ -26,6 +26,7 @@ type conn struct {
 	// pending counts bytes passed to AsyncWrite whose callback has not run
 	// yet: frames queued for the loop, not yet in gnet's outbound buffer.
 	pending      atomic.Int64
+	inflight     atomic.Int64 // requests delivered and not yet answered
 	closed       atomic.Bool  // Write is a no-op once set
 	disconnected atomic.Bool  // Disconnected delivered
 	lastActive   atomic.Int64 // unix nanos of the last read or completed write
@@ -63,6 +64,9 @@ func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 // closed and the frame dropped, so at most about twice the limit is ever
 // held for one peer.
 func (c *conn) Write(frame []byte) {
+	if c.inflight.Add(-1) < 0 { // a frame the broker sent on its own (NOTIFY)
+		c.inflight.Add(1)
+	}
 	if c.closed.Load() {
 		c.s.stats.droppedWrites.Add(1)
 		return
@@ -105,6 +109,10 @@ func (c *conn) shed() {
 // Close closes the connection; pending writes already queued are attempted
 // first by gnet, later Writes are dropped.
 func (c *conn) Close(reason string) { c.closeOnce(nil, reason) }
+
+// Closed reports whether the connection is closed, so the broker can skip
+// work whose answer nobody would read.
+func (c *conn) Closed() bool { return c.closed.Load() }
 
 // closeOnce closes the connection if nobody did yet and reports whether this
 // call did. counter, if not nil, counts the close (before it happens, so

@@ -45,6 +45,9 @@ type Options struct {
 	// means slog.Default(). gnet's own log goes to the Logger of the first
 	// Server started in the process (gnet's logger is process-global).
 	Logger *slog.Logger
+	// MaxInflightRequests bounds the requests of one connection that are
+	// not answered yet; a client above it is disconnected. 0 means 65536.
+	MaxInflightRequests int
 	// IdleTimeout closes a connection with no traffic in either direction
 	// for that long. 0 disables it. (The broker passes
 	// serverChannelMaxIdleTimeSeconds, 120 s by default.)
@@ -108,6 +111,9 @@ func NewServer(h actors.Handler, opt Options) *Server {
 	}
 	if opt.IdleTimeout < 0 {
 		opt.IdleTimeout = 0
+	}
+	if opt.MaxInflightRequests <= 0 {
+		opt.MaxInflightRequests = 65536
 	}
 	log := opt.Logger
 	if log == nil {
@@ -389,6 +395,21 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 	}
 	if len(frames) > 0 {
+		// Bound the requests a client may have unanswered: one that writes
+		// without reading would otherwise queue unbounded work in the broker.
+		waiting := int64(0)
+		for _, f := range frames {
+			if !f.IsOneway() {
+				waiting++
+			}
+		}
+		if n := c.inflight.Add(waiting); n > int64(s.opt.MaxInflightRequests) {
+			s.stats.closedSlow.Add(1)
+			_, _ = gc.Discard(-1)
+			c.leftover = 0
+			c.closeOnce(nil, fmt.Sprintf("more than %d requests unanswered: the client does not read its answers", s.opt.MaxInflightRequests))
+			return gnet.Close
+		}
 		s.stats.bursts.Add(1)
 		s.stats.framesIn.Add(uint64(len(frames)))
 		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames})

@@ -62,6 +62,9 @@ func (c *Conn) Close(reason string) {
 	}
 }
 
+// Closed lets the broker skip work for a dead connection.
+func (c *Conn) Closed() bool { return c.dead() }
+
 // dead reports whether the connection can carry nothing any more.
 func (c *Conn) dead() bool { return c.closed || c.node.epoch != c.epoch || !c.node.up }
 

@@ -174,7 +174,7 @@ func (s *Store) recover() (*RecoveryReport, error) {
 				rep.IndexRebuiltFrom = idxFrom
 			}
 		}
-		if m := s.idx.MaxPhyOffset(); m < idxFrom {
+		if m := s.idx.MaxPhyOffset(); m < idxFrom && !trusted {
 			idxFrom = max(m, minOff) // an empty index starts at the log's start
 			rep.IndexRebuiltFrom = idxFrom
 		}

@@ -113,6 +113,11 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.SlaveReadEnable = c.SlaveReadEnable
 	a.AccessMessageInMemoryMaxRatio = c.AccessMessageInMemoryMaxRatio
 	a.ConsumerHeartbeatInterval = c.ConsumerHeartbeatInterval.Duration()
+	a.HATransferBatchSize = c.HATransferBatchSize
+	// A pull or query answer must fit in a frame and well within what a
+	// connection may have unsent (a bigger answer would disconnect a client
+	// that reads normally).
+	a.MaxPullBytes = min(8<<20, c.MaxFrameSize-128<<10, int(c.MaxOutboundBytes/2))
 	a.MaxReconsumeTimes = int32(c.MaxReconsumeTimes)
 	if levels := c.DelayLevels(); len(levels) > 0 {
 		a.DelayLevels = levels
@@ -136,6 +141,15 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		return err
 	}
 	log.Info("store recovered", "took", time.Since(started).Round(time.Millisecond), "report", rep.String())
+	// Refuse to start rather than forget topics or committed offsets: a
+	// config file damaged along with its backup needs an operator.
+	for name, v := range map[string]any{storage.TopicsFile: &storage.TopicTable{}, storage.ConsumerOffsetsFile: &storage.ConsumerOffsetTable{},
+		storage.SubscriptionGroupsFile: &storage.SubscriptionGroupTable{}, actors.DelayOffsetsFile: &map[string]any{}} {
+		if _, err := storage.LoadJSON(store.FS(), store.ConfigPath(name), v); err != nil {
+			store.Close()
+			return fmt.Errorf("config file %s and its backup are damaged; repair or remove them (removing loses what they hold): %w", store.ConfigPath(name), err)
+		}
+	}
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize

@@ -631,9 +631,6 @@ func TestE2EGracefulShutdown(t *testing.T) {
 // file (topics.json, consumerOffset.json) and its .bak are both damaged
 // the broker refuses to start rather than forget topics or offsets.
 func TestE2EDamagedConfigFiles(t *testing.T) {
-	t.Skip("broker bug: with consumerOffset.json and its .bak damaged the broker logs \"loading consumer offsets failed\" " +
-		"and starts with no offsets (actors/meta.go, offsetManager Started; topicManager likewise), and its next save " +
-		"overwrites the damaged file. See the e2e report.")
 	t.Parallel()
 	dir := t.TempDir()
 	b := startBroker(t, dir)
