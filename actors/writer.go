@@ -100,6 +100,12 @@ func (w *writerActor) Receive(ctx actor.Context) {
 // prepare creates the next segment off the actor, so the append that rolls
 // over does not wait for fallocate and page pre-touching.
 func (w *writerActor) prepare(ctx actor.Context) {
+	if w.b.isSlave() {
+		// A slave's haClient appends the master's bytes and rolls the
+		// segments itself; a segment prepared and adopted here would race
+		// its roll (both create the same file, and c.next is unguarded).
+		return
+	}
 	cl := w.b.store.CommitLog()
 	start, need := cl.NextSegmentStart()
 	if !need || w.preparing || cl.Err() != nil {

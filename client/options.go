@@ -55,6 +55,8 @@ type options struct {
 	queue          int32
 	routeTTL       time.Duration
 	pullErr        func(topic string, queueID int32, err error)
+	slaveAddrs     []string
+	masterRetry    time.Duration
 }
 
 func defaultOptions() options {
@@ -79,6 +81,7 @@ func defaultOptions() options {
 		retryLater:     time.Second,
 		queue:          -1,
 		routeTTL:       30 * time.Second,
+		masterRetry:    3 * time.Second,
 	}
 }
 
@@ -104,6 +107,13 @@ func buildOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("wharf client: pull suspend must not be negative, got %v", o.pullSuspend)
 	case o.commitInterval <= 0:
 		return o, fmt.Errorf("wharf client: commit interval must be positive, got %v", o.commitInterval)
+	case o.masterRetry <= 0:
+		return o, fmt.Errorf("wharf client: master retry interval must be positive, got %v", o.masterRetry)
+	}
+	for _, a := range o.slaveAddrs {
+		if a == "" {
+			return o, fmt.Errorf("wharf client: empty slave address")
+		}
 	}
 	d := protocol.DefaultLimits()
 	if o.limits.MaxBatchMessages <= 0 {
@@ -202,3 +212,35 @@ func WithRetryLaterDelay(d time.Duration) Option { return func(o *options) { o.r
 func WithPullErrorHandler(f func(topic string, queueID int32, err error)) Option {
 	return func(o *options) { o.pullErr = f }
 }
+
+// WithSlaveAddrs gives a PullConsumer or PushConsumer the addresses of the
+// master's slaves (same brokerName, brokerId > 0), tried in this order.
+// Pulls go to the master, except:
+//
+//   - while the master is unreachable (the connect fails or the connection
+//     breaks: ErrBrokerUnavailable), pulls, offset queries and offset commits
+//     go to a slave; the master is tried again every WithMasterRetryInterval
+//     and used again as soon as it answers;
+//   - after a master's pull response suggests reading from a slave
+//     (SuggestWhichBrokerID > 0: the consumer is far behind the head, so the
+//     master would read from disk), that queue's pulls go to a slave until
+//     the consumer has caught up with the slave's end of the queue, or the
+//     slave fails.
+//
+// Offsets committed on a slave reach the master through replication (the
+// brokers merge them, keeping the larger), so none is lost when the master
+// returns. A consumer ahead of a slave that lags does not go back: a pull
+// beyond the slave's end of the queue answers PullNoNewMsg at the same offset.
+// Producers and Admin ignore this option: they never write to a slave.
+func WithSlaveAddrs(addrs ...string) Option {
+	return func(o *options) { o.slaveAddrs = append([]string(nil), addrs...) }
+}
+
+// WithReadReplicas is WithSlaveAddrs.
+func WithReadReplicas(addrs ...string) Option { return WithSlaveAddrs(addrs...) }
+
+// WithMasterRetryInterval sets how long a consumer with WithSlaveAddrs
+// keeps reading from a slave after the master was found unreachable before
+// it tries the master again (default 3 s). While on a slave for that
+// reason, a long-polling pull waits at most this long.
+func WithMasterRetryInterval(d time.Duration) Option { return func(o *options) { o.masterRetry = d } }

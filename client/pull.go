@@ -36,6 +36,13 @@ type PullResult struct {
 	NextBeginOffset int64
 	MinOffset       int64
 	MaxOffset       int64
+	// SuggestWhichBrokerID > 0 is the master's advice to read this queue
+	// from a slave (the consumer is far behind); with WithSlaveAddrs the
+	// consumer follows it by itself.
+	SuggestWhichBrokerID int64
+	// BrokerAddr is the address of the broker that answered: the master's,
+	// or a slave's (see WithSlaveAddrs).
+	BrokerAddr string
 }
 
 // PullConsumer reads queues explicitly: the caller chooses topic, queue and
@@ -43,11 +50,13 @@ type PullResult struct {
 // pulls share one connection, and a long-polling pull does not delay others.
 type PullConsumer struct {
 	o     options
-	c     *conn
+	r     *replicas
 	group string
 }
 
 // NewPullConsumer connects to the broker at addr for consumer group group.
+// With WithSlaveAddrs it also reads from addr's slaves (and starts even if
+// addr is unreachable, as long as a slave answers).
 func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) {
 	if group == "" {
 		return nil, fmt.Errorf("wharf client: empty consumer group")
@@ -57,11 +66,11 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 		return nil, err
 	}
 	pc := &PullConsumer{o: o, group: group}
-	pc.c = newConn(addr, &pc.o, func() protocol.Request {
+	pc.r = newReplicas(addr, &pc.o, func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: group}}}
 	})
-	if err := pc.c.connect(context.Background()); err != nil {
-		pc.c.close()
+	if err := pc.r.connect(context.Background()); err != nil {
+		pc.r.close()
 		return nil, err
 	}
 	return pc, nil
@@ -69,7 +78,7 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 
 // Close fails calls in flight with ErrClosed and closes the connection.
 func (pc *PullConsumer) Close() error {
-	pc.c.close()
+	pc.r.close()
 	return nil
 }
 
@@ -82,7 +91,7 @@ func (pc *PullConsumer) Group() string { return pc.group }
 // PullNoNewMsg, PullNoMatchedMsg and PullOffsetIllegal are results, not
 // errors: continue from NextBeginOffset. Other statuses are *StatusError.
 func (pc *PullConsumer) Pull(ctx context.Context, topic string, queueID int32, offset int64, maxNums int32, opts PullOptions) (PullResult, error) {
-	return pull(ctx, pc.c, pc.group, topic, queueID, offset, maxNums, opts)
+	return pc.r.pull(ctx, pc.group, topic, queueID, offset, maxNums, opts)
 }
 
 func pull(ctx context.Context, c *conn, group, topic string, queueID int32, offset int64, maxNums int32, opts PullOptions) (PullResult, error) {
@@ -125,6 +134,9 @@ func pull(ctx context.Context, c *conn, group, topic string, queueID int32, offs
 		NextBeginOffset: resp.NextBeginOffset,
 		MinOffset:       resp.MinOffset,
 		MaxOffset:       resp.MaxOffset,
+
+		SuggestWhichBrokerID: resp.SuggestWhichBrokerID,
+		BrokerAddr:           c.addr,
 	}
 	if ps != protocol.PullFound {
 		return res, nil
@@ -151,21 +163,36 @@ func pull(ctx context.Context, c *conn, group, topic string, queueID int32, offs
 // CommitOffset commits offset (the next offset to consume) of one queue for
 // the consumer's group and waits for the broker to acknowledge it.
 func (pc *PullConsumer) CommitOffset(ctx context.Context, topic string, queueID int32, offset int64) error {
-	return pc.c.updateConsumerOffset(ctx, pc.group, topic, queueID, offset)
+	return pc.r.do(ctx, func(c *conn) error { return c.updateConsumerOffset(ctx, pc.group, topic, queueID, offset) })
 }
 
 // QueryOffset returns the group's committed offset of one queue, or an
 // error wrapping ErrNotFound if the group has none.
 func (pc *PullConsumer) QueryOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
-	return pc.c.queryConsumerOffset(ctx, pc.group, topic, queueID)
+	var off int64
+	err := pc.r.do(ctx, func(c *conn) (err error) {
+		off, err = c.queryConsumerOffset(ctx, pc.group, topic, queueID)
+		return err
+	})
+	return off, err
 }
 
 // MinOffset returns the queue's oldest stored offset.
 func (pc *PullConsumer) MinOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
-	return pc.c.minOffset(ctx, topic, queueID)
+	var off int64
+	err := pc.r.do(ctx, func(c *conn) (err error) {
+		off, err = c.minOffset(ctx, topic, queueID)
+		return err
+	})
+	return off, err
 }
 
 // MaxOffset returns the queue's max offset (the offset of the next message).
 func (pc *PullConsumer) MaxOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
-	return pc.c.maxOffset(ctx, topic, queueID)
+	var off int64
+	err := pc.r.do(ctx, func(c *conn) (err error) {
+		off, err = c.maxOffset(ctx, topic, queueID)
+		return err
+	})
+	return off, err
 }

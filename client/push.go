@@ -49,7 +49,7 @@ type Handler func(ctx context.Context, msgs []*protocol.MessageExt) ConsumeResul
 // two consumers of one group would both get every message.
 type PushConsumer struct {
 	o     options
-	c     *conn
+	r     *replicas
 	group string
 
 	mu     sync.Mutex
@@ -83,6 +83,8 @@ type queueState struct {
 }
 
 // NewPushConsumer connects to the broker at addr for consumer group group.
+// With WithSlaveAddrs it also reads from addr's slaves (and starts even if
+// addr is unreachable, as long as a slave answers).
 func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) {
 	if group == "" {
 		return nil, fmt.Errorf("wharf client: empty consumer group")
@@ -92,9 +94,9 @@ func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) 
 		return nil, err
 	}
 	pc := &PushConsumer{o: o, group: group}
-	pc.c = newConn(addr, &pc.o, pc.heartbeat)
-	if err := pc.c.connect(context.Background()); err != nil {
-		pc.c.close()
+	pc.r = newReplicas(addr, &pc.o, pc.heartbeat)
+	if err := pc.r.connect(context.Background()); err != nil {
+		pc.r.close()
 		return nil, err
 	}
 	return pc, nil
@@ -164,7 +166,11 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 
 	var queues []*queueState
 	for _, s := range subs {
-		tc, err := pc.c.topicConfig(ctx, s.topic)
+		var tc protocol.TopicConfig
+		err := pc.r.do(ctx, func(c *conn) (err error) {
+			tc, err = c.topicConfig(ctx, s.topic)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("wharf client: consumer %s: %w", pc.group, err)
 		}
@@ -203,19 +209,26 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 // startOffset returns where to start a queue, and whether that is the
 // group's committed offset.
 func (pc *PushConsumer) startOffset(ctx context.Context, topic string, q int32) (int64, bool, error) {
-	off, err := pc.c.queryConsumerOffset(ctx, pc.group, topic, q)
-	if err == nil && off >= 0 {
-		return off, true, nil
-	}
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return 0, false, err
-	}
-	if pc.o.consumeFrom == ConsumeFromFirst {
-		off, err = pc.c.minOffset(ctx, topic, q)
-	} else {
-		off, err = pc.c.maxOffset(ctx, topic, q)
-	}
-	return off, false, err
+	var off int64
+	var committed bool
+	err := pc.r.do(ctx, func(c *conn) error {
+		var err error
+		off, err = c.queryConsumerOffset(ctx, pc.group, topic, q)
+		if err == nil && off >= 0 {
+			committed = true
+			return nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if pc.o.consumeFrom == ConsumeFromFirst {
+			off, err = c.minOffset(ctx, topic, q)
+		} else {
+			off, err = c.maxOffset(ctx, topic, q)
+		}
+		return err
+	})
+	return off, committed, err
 }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still alive.
@@ -236,7 +249,7 @@ func (pc *PushConsumer) consumeQueue(ctx context.Context, q *queueState) {
 	offset := q.consumed.Load()
 	errDelay := time.Duration(0)
 	for ctx.Err() == nil {
-		res, err := pull(ctx, pc.c, pc.group, q.sub.topic, q.id, offset, pc.o.pullBatch,
+		res, err := pc.r.pull(ctx, pc.group, q.sub.topic, q.id, offset, pc.o.pullBatch,
 			PullOptions{Subscription: q.sub.expr, Suspend: pc.o.pullSuspend})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -306,7 +319,8 @@ func (pc *PushConsumer) commit(ctx context.Context) error {
 		if off == q.committed {
 			continue
 		}
-		if err := pc.c.updateConsumerOffset(ctx, pc.group, q.sub.topic, q.id, off); err != nil {
+		err := pc.r.do(ctx, func(c *conn) error { return c.updateConsumerOffset(ctx, pc.group, q.sub.topic, q.id, off) })
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: %w", q.sub.topic, q.id, err))
 			if errors.Is(err, ErrBrokerUnavailable) || errors.Is(err, ErrClosed) || ctx.Err() != nil {
 				break // the rest would fail the same way
@@ -349,7 +363,7 @@ func (pc *PushConsumer) close() error {
 	cancel := pc.cancel
 	pc.mu.Unlock()
 	if prev != stateStarted {
-		pc.c.close()
+		pc.r.close()
 		return nil
 	}
 	cancel()
@@ -357,7 +371,7 @@ func (pc *PushConsumer) close() error {
 	ctx, done := context.WithTimeout(context.Background(), pc.o.timeout)
 	err := pc.commit(ctx)
 	done()
-	pc.c.close()
+	pc.r.close()
 	if err != nil {
 		return fmt.Errorf("wharf client: consumer %s: final offset commit: %w", pc.group, err)
 	}

@@ -44,6 +44,8 @@ type Broker struct {
 	statusHook func(code protocol.Code, n int) protocol.Status
 	// stall: requests of these codes are never answered.
 	stall map[protocol.Code]bool
+	// suggest is the SuggestWhichBrokerID of pull responses.
+	suggest int64
 
 	stopped chan struct{} // closed by stop; replaced by restart
 	wg      sync.WaitGroup
@@ -191,6 +193,77 @@ func (b *Broker) SetStall(code protocol.Code, on bool) {
 	b.mu.Lock()
 	b.stall[code] = on
 	b.mu.Unlock()
+}
+
+// SetPullSuggestion sets the SuggestWhichBrokerID of every pull response
+// (0, the default: no suggestion; 1: read from a slave), as a master does
+// for consumers far behind the head.
+func (b *Broker) SetPullSuggestion(brokerID int64) {
+	b.mu.Lock()
+	b.suggest = brokerID
+	b.mu.Unlock()
+}
+
+// SyncFrom makes b a copy of src, as replication would: the topics and
+// every message src has that b lacks (appended at the same queue offsets and
+// commit log positions, waking b's long polls), and the consumer offsets
+// merged by max. b's own extra messages stay. b may be stopped.
+func (b *Broker) SyncFrom(src *Broker) {
+	type queueCopy struct {
+		topic string
+		cfg   protocol.TopicConfig
+		msgs  [][]*protocol.MessageExt
+	}
+	src.mu.Lock()
+	var topics []queueCopy
+	for name, t := range src.topics {
+		qc := queueCopy{topic: name, cfg: t.cfg}
+		for _, q := range t.queues {
+			qc.msgs = append(qc.msgs, append([]*protocol.MessageExt(nil), q.msgs...))
+		}
+		topics = append(topics, qc)
+	}
+	offsets := make(map[string]int64, len(src.offsets))
+	for k, v := range src.offsets {
+		offsets[k] = v
+	}
+	physNext := src.physNext
+	src.mu.Unlock()
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, qc := range topics {
+		b.putTopicLocked(qc.cfg)
+		t := b.topics[qc.topic]
+		for i, msgs := range qc.msgs {
+			fq := t.queues[i]
+			if len(fq.msgs) >= len(msgs) {
+				continue
+			}
+			for _, m := range msgs[len(fq.msgs):] {
+				cp := *m
+				fq.msgs = append(fq.msgs, &cp)
+				b.byPhys[cp.CommitLogOffset] = &cp
+			}
+			close(fq.notify)
+			fq.notify = make(chan struct{})
+		}
+	}
+	for k, v := range offsets {
+		if cur, ok := b.offsets[k]; !ok || v > cur {
+			b.offsets[k] = v
+		}
+	}
+	b.physNext = max(b.physNext, physNext)
+}
+
+// CommittedOffset returns a group's committed offset of one queue, and
+// whether there is one.
+func (b *Broker) CommittedOffset(group, topic string, q int32) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	off, ok := b.offsets[key3(group, topic, q)]
+	return off, ok
 }
 
 // CreateTopic creates (or resizes) a read-write topic with queues queues.
@@ -559,7 +632,7 @@ func (b *Broker) pull(c *fakeConn, f *protocol.Frame, r *protocol.PullRequest) [
 		}
 		q := t.queues[r.QueueID]
 		maxOff := int64(len(q.msgs))
-		out := protocol.PullResponse{MinOffset: 0, MaxOffset: maxOff}
+		out := protocol.PullResponse{MinOffset: 0, MaxOffset: maxOff, SuggestWhichBrokerID: b.suggest}
 		switch {
 		case r.QueueOffset < 0:
 			out.NextBeginOffset = 0

@@ -30,6 +30,7 @@ type consumeFlags struct {
 	pullBatch  int
 	suspend    time.Duration
 	brokerWait time.Duration
+	slaves     []string
 }
 
 func newConsumeCmd() *cobra.Command {
@@ -45,6 +46,11 @@ at exit). A queue the group has no committed offset for starts at its first
 consume stops after --count messages, or when no message came for --idle-exit,
 and exits 0; on Ctrl-C (SIGINT, SIGTERM) or when the broker stays unreachable
 for --broker-wait it stops, prints its summary and exits non-zero.
+
+--slave ADDR (repeatable) names slaves of --broker: while --broker cannot be
+reached, consume reads from a slave and commits its offsets there (the brokers
+merge them back into the master), and returns to --broker once it answers; a
+queue the master says is far behind is read from a slave until it catches up.
 
 --print writes one line per message to stdout, tab-separated:
   queueId queueOffset key msgId bodyLength
@@ -68,7 +74,8 @@ this run, and msgs_per_s is over the time until the last message.`,
 	f.BoolVar(&o.print, "print", false, "print one line per message")
 	f.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull")
 	f.DurationVar(&o.suspend, "suspend", 15*time.Second, "long-polling time of a pull")
-	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker stays unreachable this long")
+	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker (and every --slave) stays unreachable this long")
+	f.StringArrayVar(&o.slaves, "slave", nil, "address host:port of a slave of --broker to read from when the master is unreachable (repeatable)")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
@@ -223,6 +230,9 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 		client.WithPullErrorHandler(onPullErr),
 		client.WithRetryLaterDelay(200*time.Millisecond),
 	)
+	if len(o.slaves) > 0 {
+		opts = append(opts, client.WithSlaveAddrs(o.slaves...))
+	}
 	c, err := client.NewPushConsumer(o.broker, o.group, opts...)
 	if err != nil {
 		return err
