@@ -616,7 +616,7 @@ func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
 		}
 	}
 	rec := newPushRecorder()
-	c, err := NewPushConsumer(b.Addr(), "G", WithConsumeFrom(ConsumeFromFirst), WithConsumeBatchSize(3),
+	c, err := NewPushConsumer(b.Addr(), "G", WithStaticAssignment(), WithConsumeFrom(ConsumeFromFirst), WithConsumeBatchSize(3),
 		WithPullBatchSize(7), WithPullSuspend(time.Second), WithCommitInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -732,7 +732,7 @@ func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	failed := false
-	c, err := NewPushConsumer(b.Addr(), "G", WithConsumeFrom(ConsumeFromFirst), WithRetryLaterDelay(20*time.Millisecond),
+	c, err := NewPushConsumer(b.Addr(), "G", WithStaticAssignment(), WithConsumeFrom(ConsumeFromFirst), WithRetryLaterDelay(20*time.Millisecond),
 		WithPullSuspend(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,17 @@
 //	...
 //	c.Close() // stops the handlers and commits the offsets
 //
+// A PushConsumer is a member of its consumer group: the broker's
+// RebalanceCoordinator assigns it queues through its heartbeats (every
+// member gets every queue with WithMessageModel(Broadcasting)), and it hands
+// a revoked queue over promptly after committing its offset. ConsumeRetryLater
+// (or a handler call beyond WithAckTimeout) gives a message back; the broker
+// redelivers it through the group's retry topic with growing delays and, after
+// WithMaxReconsumeTimes, moves it to the dead-letter topic %DLQ%<group>.
+// WithConsumeOrderly consumes each queue in order, one message at a time.
+// Admin.ListGroups and Admin.DescribeGroup show the groups, their members,
+// assignment and lag. WithDelayLevel and WithDeliverAt delay a send.
+//
 // Package clienttest holds an in-memory broker for tests.
 //
 // Imports: protocol only (plus std).

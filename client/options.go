@@ -57,6 +57,7 @@ type options struct {
 	pullErr        func(topic string, queueID int32, err error)
 	slaveAddrs     []string
 	masterRetry    time.Duration
+	grp            groupOptions // PushConsumer group mode (group_options.go)
 }
 
 func defaultOptions() options {
@@ -208,7 +209,8 @@ func WithRetryLaterDelay(d time.Duration) Option { return func(o *options) { o.r
 // WithPullErrorHandler sets a function a PushConsumer calls (from its queue
 // goroutines; it must return quickly) whenever a pull fails; the consumer
 // itself logs the error and retries with a backoff. Use it to notice a
-// broker that has gone away (errors.Is(err, ErrBrokerUnavailable)).
+// broker that has gone away (errors.Is(err, ErrBrokerUnavailable)). In
+// group mode a failed heartbeat is reported too, with topic "" and queue -1.
 func WithPullErrorHandler(f func(topic string, queueID int32, err error)) Option {
 	return func(o *options) { o.pullErr = f }
 }

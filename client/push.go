@@ -35,22 +35,37 @@ func (r ConsumeResult) String() string {
 // messages after it returns.
 type Handler func(ctx context.Context, msgs []*protocol.MessageExt) ConsumeResult
 
-// PushConsumer consumes every queue of its subscribed topics and hands the
-// messages to a handler. Each queue is consumed by one goroutine doing
-// long-polling pulls, so handler calls for one queue never overlap and come
-// in queue order; calls for different queues run concurrently.
+// PushConsumer consumes the queues of its subscribed topics and hands the
+// messages to a handler.
 //
-// A queue starts at the group's committed offset or, if there is none, at
-// its first or last offset (WithConsumeFrom). Offsets are committed every
-// WithCommitInterval and on Close. Delivery is at least once: after a crash
-// messages since the last commit are delivered again.
+// By default it is a member of its consumer group, coordinated by the
+// broker (see group.go): it heartbeats every interval the broker asks for,
+// consumes the queues the broker assigns it (and the group's retry topic
+// %RETRY%<group>, whose messages go to the same handler under their original
+// topic), and gives a revoked queue up promptly: stop pulling, wait for its
+// handler calls (WithReleaseTimeout), commit its offset, heartbeat. Each
+// owned queue has one long-polling pull loop. In concurrent mode (the
+// default) handler calls run in parallel (WithConsumeConcurrency), even for
+// one queue; ConsumeRetryLater, or a call exceeding WithAckTimeout, gives
+// the messages back to the broker, which redelivers them through the retry
+// topic with growing delays and after WithMaxReconsumeTimes moves them to
+// the dead-letter topic %DLQ%<group>. WithConsumeOrderly consumes each queue
+// one message at a time, in order. WithMessageModel(Broadcasting) gives every
+// member every message.
 //
-// This version assumes one consumer per group: there is no rebalancing, so
-// two consumers of one group would both get every message.
+// A queue starts at the committed offset or, if there is none, at its first
+// or last offset (WithConsumeFrom). Offsets (the lowest offset not yet done
+// per queue) are committed every WithCommitInterval, when a queue is given
+// up, and on Close. Delivery is at least once: after a crash, messages since
+// the last commit are delivered again.
+//
+// WithStaticAssignment restores the earlier mode: every queue of the topics,
+// one goroutine per queue, no group membership (one consumer per group).
 type PushConsumer struct {
 	o     options
 	r     *replicas
 	group string
+	g     *groupConsumer // group mode (nil with WithStaticAssignment)
 
 	mu     sync.Mutex
 	state  int // stateNew, stateStarted, stateClosed
@@ -94,7 +109,21 @@ func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) 
 		return nil, err
 	}
 	pc := &PushConsumer{o: o, group: group}
-	pc.r = newReplicas(addr, &pc.o, pc.heartbeat)
+	hello := pc.heartbeat
+	if !o.grp.static {
+		if err := pc.o.grp.normalize(); err != nil {
+			return nil, err
+		}
+		pc.g = newGroupConsumer(pc)
+		hello = nil // the group's heartbeats are calls, sent by the group loop
+	}
+	pc.r = newReplicas(addr, &pc.o, hello)
+	if pc.g != nil {
+		pc.r.master.onRequest = pc.g.onBrokerRequest
+		for _, c := range pc.r.slaves {
+			c.onRequest = pc.g.onBrokerRequest
+		}
+	}
 	if err := pc.r.connect(context.Background()); err != nil {
 		pc.r.close()
 		return nil, err
@@ -102,14 +131,11 @@ func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) 
 	return pc, nil
 }
 
+// heartbeat is the connection's periodic heartbeat with
+// WithStaticAssignment: the client id only, so that the consumer does not
+// join its group at the broker's coordinator (which would assign it queues).
 func (pc *PushConsumer) heartbeat() protocol.Request {
-	pc.mu.Lock()
-	info := protocol.ConsumerGroupInfo{Group: pc.group, ConsumeFromWhere: pc.o.consumeFrom.String()}
-	for _, s := range pc.subs {
-		info.Subscriptions = append(info.Subscriptions, protocol.Subscription{Topic: s.topic, Expression: s.expr})
-	}
-	pc.mu.Unlock()
-	return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{info}}
+	return &protocol.HeartbeatRequest{ClientID: pc.o.clientID}
 }
 
 // Group returns the consumer group.
@@ -162,6 +188,9 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	pc.mu.Unlock()
 	if len(subs) == 0 {
 		return errors.New("wharf client: Start without a subscription")
+	}
+	if pc.g != nil {
+		return pc.startGroup(ctx, subs)
 	}
 
 	var queues []*queueState
@@ -335,6 +364,9 @@ func (pc *PushConsumer) commit(ctx context.Context) error {
 // Offsets returns, per topic and queue, the next offset to consume (what
 // the next commit will store).
 func (pc *PushConsumer) Offsets() map[string]map[int32]int64 {
+	if pc.g != nil {
+		return pc.g.offsets()
+	}
 	pc.mu.Lock()
 	queues := pc.queues
 	pc.mu.Unlock()
@@ -365,6 +397,11 @@ func (pc *PushConsumer) close() error {
 	if prev != stateStarted {
 		pc.r.close()
 		return nil
+	}
+	if pc.g != nil {
+		err := pc.g.close()
+		pc.r.close()
+		return err
 	}
 	cancel()
 	pc.wg.Wait()

@@ -46,6 +46,8 @@ type Broker struct {
 	stall map[protocol.Code]bool
 	// suggest is the SuggestWhichBrokerID of pull responses.
 	suggest int64
+	// grp is the consumer-group coordinator (groups.go).
+	grp fakeGroups
 
 	stopped chan struct{} // closed by stop; replaced by restart
 	wg      sync.WaitGroup
@@ -603,7 +605,10 @@ func (b *Broker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request, ho
 			CommitLogMaxOffset: b.physNext, ConnectionCount: int32(len(b.conns)),
 		})
 	case *protocol.HeartbeatRequest:
-		return resp(f, protocol.StatusOK, "", nil)
+		return resp(f, protocol.StatusOK, "", b.heartbeatLocked(c, r))
+	}
+	if out, ok := b.handleGroupLocked(c, f, req); ok {
+		return out
 	}
 	return resp(f, protocol.StatusRequestCodeNotSupported, "fake broker", nil)
 }

@@ -20,17 +20,21 @@ import (
 
 type consumeFlags struct {
 	cliCommon
-	topic      string
-	group      string
-	from       string
-	count      int64
-	idleExit   time.Duration
-	tagExpr    string
-	print      bool
-	pullBatch  int
-	suspend    time.Duration
-	brokerWait time.Duration
-	slaves     []string
+	topic       string
+	group       string
+	from        string
+	count       int64
+	idleExit    time.Duration
+	tagExpr     string
+	print       bool
+	pullBatch   int
+	suspend     time.Duration
+	brokerWait  time.Duration
+	slaves      []string
+	orderly     bool
+	broadcast   bool
+	clientID    string
+	concurrency int
 }
 
 func newConsumeCmd() *cobra.Command {
@@ -38,10 +42,19 @@ func newConsumeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "consume --topic T --group G [--count N] [--idle-exit D]",
 		Short: "Consume a topic as a consumer group and report what arrived",
-		Long: `Consume every queue of --topic as consumer group --group (a push consumer:
-one long-polling goroutine per queue, offsets committed every few seconds and
-at exit). A queue the group has no committed offset for starts at its first
-(--from first, the default) or last (--from last) offset.
+		Long: `Consume --topic as a member of consumer group --group (a push consumer). The
+broker spreads the topic's queues over the group's live members, so several
+consume commands of one group share the topic; each consumes its queues and
+the group's retry topic with one long-polling goroutine per queue, up to
+--concurrency handler calls at once, and commits its offsets every few
+seconds, when a queue moves to another member, and at exit. A queue the group
+has no committed offset for starts at its first (--from first, the default)
+or last (--from last) offset.
+
+--orderly consumes each queue one message at a time, in order. --broadcast
+makes every member of the group receive every message (offsets are kept per
+member, under "<group>#<client id>": give --client-id to resume after a
+restart). --client-id sets the member's id (default host@pid).
 
 consume stops after --count messages, or when no message came for --idle-exit,
 and exits 0; on Ctrl-C (SIGINT, SIGTERM) or when the broker stays unreachable
@@ -58,8 +71,9 @@ queue the master says is far behind is read from a slave until it catches up.
 
 --json prints one JSON object as the last line of stdout:
   {received, duplicates, msgs_per_s, mb_per_s, elapsed_s, stopped}
-where duplicates counts deliveries of a (queue, offset) already received in
-this run, and msgs_per_s is over the time until the last message.`,
+where duplicates counts deliveries of a message (its UNIQ_KEY, else its queue
+and offset) already received in this run, and msgs_per_s is over the time
+until the last message.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runConsume(cmd, &o) },
 	}
@@ -76,6 +90,10 @@ this run, and msgs_per_s is over the time until the last message.`,
 	f.DurationVar(&o.suspend, "suspend", 15*time.Second, "long-polling time of a pull")
 	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker (and every --slave) stays unreachable this long")
 	f.StringArrayVar(&o.slaves, "slave", nil, "address host:port of a slave of --broker to read from when the master is unreachable (repeatable)")
+	f.BoolVar(&o.orderly, "orderly", false, "consume each queue one message at a time, in order")
+	f.BoolVar(&o.broadcast, "broadcast", false, "broadcasting: every member of the group gets every message")
+	f.StringVar(&o.clientID, "client-id", "", "this member's client id (default host@pid)")
+	f.IntVar(&o.concurrency, "concurrency", 20, "handler calls at once")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
@@ -90,7 +108,10 @@ type consumeReport struct {
 	Stopped    string  `json:"stopped"` // "count", "idle", "interrupted", "broker_unavailable"
 }
 
-type consumeQueueOffset struct {
+// consumeKey identifies a message: its UNIQ_KEY (kept by retries), else
+// its queue and offset.
+type consumeKey struct {
+	uniq   string
 	queue  int32
 	offset int64
 }
@@ -101,7 +122,7 @@ type consumeStats struct {
 	out   *bufio.Writer
 
 	mu         sync.Mutex
-	seen       map[consumeQueueOffset]struct{}
+	seen       map[consumeKey]struct{}
 	received   int64
 	duplicates int64
 	bytes      int64
@@ -113,18 +134,24 @@ type consumeStats struct {
 }
 
 func newConsumeStats(count int64, out *bufio.Writer) *consumeStats {
-	return &consumeStats{count: count, out: out, seen: map[consumeQueueOffset]struct{}{}, reached: make(chan struct{})}
+	return &consumeStats{count: count, out: out, seen: map[consumeKey]struct{}{}, reached: make(chan struct{})}
 }
 
-func (s *consumeStats) handle(_ context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
+func (s *consumeStats) handle(ctx context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.count > 0 && s.received+int64(len(msgs)) > s.count {
-		// Over the limit: leave them unconsumed (and uncommitted).
+		// Over the limit: hold them until the consumer closes, which
+		// leaves them unconsumed (and uncommitted) for the next member.
+		s.mu.Unlock()
+		<-ctx.Done()
 		return client.ConsumeRetryLater
 	}
+	defer s.mu.Unlock()
 	for _, m := range msgs {
-		k := consumeQueueOffset{m.QueueID, m.QueueOffset}
+		k := consumeKey{uniq: m.UniqKey()}
+		if k.uniq == "" {
+			k.queue, k.offset = m.QueueID, m.QueueOffset
+		}
 		if _, dup := s.seen[k]; dup {
 			s.duplicates++
 		} else {
@@ -174,6 +201,8 @@ func (o *consumeFlags) validate() (client.ConsumeFrom, error) {
 		return 0, fmt.Errorf("--idle-exit must not be negative")
 	case o.pullBatch < 1 || o.pullBatch > protocol.DefaultMaxBatchMessages:
 		return 0, fmt.Errorf("--pull-batch must be in 1..%d", protocol.DefaultMaxBatchMessages)
+	case o.concurrency < 1:
+		return 0, fmt.Errorf("--concurrency must be at least 1")
 	}
 	if err := protocol.ValidateTopic(o.topic); err != nil {
 		return 0, fmt.Errorf("--topic: %w", err)
@@ -232,6 +261,14 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	)
 	if len(o.slaves) > 0 {
 		opts = append(opts, client.WithSlaveAddrs(o.slaves...))
+	}
+	opts = append(opts, client.WithConsumeConcurrency(o.concurrency), client.WithConsumeOrderly(o.orderly),
+		client.WithReleaseTimeout(time.Second))
+	if o.broadcast {
+		opts = append(opts, client.WithMessageModel(client.Broadcasting))
+	}
+	if o.clientID != "" {
+		opts = append(opts, client.WithClientID(o.clientID))
 	}
 	c, err := client.NewPushConsumer(o.broker, o.group, opts...)
 	if err != nil {

@@ -585,6 +585,7 @@ func TestE2EProduceConsume100k(t *testing.T) {
 	}
 	start = time.Now()
 	c, err := client.NewPushConsumer(b.addr, "bulk-consumer",
+		client.WithConsumeOrderly(true), // the checks below need each queue in send order
 		client.WithConsumeFrom(client.ConsumeFromFirst),
 		client.WithPullBatchSize(256),
 		client.WithConsumeBatchSize(64),
