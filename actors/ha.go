@@ -436,6 +436,12 @@ func (h *haClient) Receive(ctx actor.Context) {
 		h.backoff = time.Second
 		h.dial(ctx)
 		h.b.after(h.b.cfg.HASendHeartbeatInterval, ctx.Self(), &haTick{})
+		if h.b.cfg.CleanResourceInterval > 0 {
+			h.b.after(h.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
+		}
+	case *cleanTick:
+		h.b.cleanLog() // the slave's log has one appender: this actor
+		h.b.after(h.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
 	case *haDialed:
 		h.dialing = false
 		if m.err != nil {

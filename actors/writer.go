@@ -75,7 +75,9 @@ func (w *writerActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		w.rr = map[string]int32{}
 		w.prepare(ctx)
-		if w.b.cfg.CleanResourceInterval > 0 {
+		// Retention changes the segment list: only the actor that appends
+		// to the log may run it (on a slave, the HA client does).
+		if w.b.cfg.CleanResourceInterval > 0 && !w.b.isSlave() {
 			w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
 		}
 	case *writeBatch:
@@ -90,7 +92,7 @@ func (w *writerActor) Receive(ctx actor.Context) {
 			w.b.log.Warn("adopting a prepared commitlog segment failed", "err", err)
 		}
 	case *cleanTick:
-		w.clean()
+		w.b.cleanLog()
 		w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
 	case *panicForTest:
 		panic("writer: panic requested by a test")
@@ -119,19 +121,21 @@ func (w *writerActor) prepare(ctx actor.Context) {
 	})
 }
 
-func (w *writerActor) clean() {
-	rep, err := w.b.store.CleanCommitLog(w.b.env.Clock.Now(), false)
+// cleanLog runs one retention pass. Only the log's appender calls it: the
+// writer on a master, the HA client on a slave.
+func (b *Broker) cleanLog() {
+	rep, err := b.store.CleanCommitLog(b.env.Clock.Now(), false)
 	if err != nil {
-		w.b.log.Error("retention failed", "err", err)
+		b.log.Error("retention failed", "err", err)
 		return
 	}
 	if rep.DeletedSegments > 0 {
-		w.b.log.Info("retention deleted commitlog segments", "segments", rep.DeletedSegments, "min_offset", rep.MinOffset, "disk_used", rep.UsedRatio)
+		b.log.Info("retention deleted commitlog segments", "segments", rep.DeletedSegments, "min_offset", rep.MinOffset, "disk_used", rep.UsedRatio)
 	}
 	if rep.DiskFull {
-		w.b.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
+		b.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
 	}
-	w.b.sys.Root.Send(w.b.reput, &deleteBefore{minPhy: rep.MinOffset})
+	b.sys.Root.Send(b.reput, &deleteBefore{minPhy: rep.MinOffset})
 }
 
 // reject answers an item that cannot be written. An internal item (a due
