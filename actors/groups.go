@@ -318,7 +318,9 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 				subscribers[s.Topic] = append(subscribers[s.Topic], id)
 			}
 		}
-		if !slices.Contains(subscribers[retry], id) {
+		// Members that consume (have subscriptions) also consume the
+		// group's retries; a pull-only client that merely heartbeats does not.
+		if len(g.members[id].info.Subscriptions) > 0 && !slices.Contains(subscribers[retry], id) {
 			subscribers[retry] = append(subscribers[retry], id)
 		}
 	}
