@@ -5,7 +5,7 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test run bench sim fuzz vet clean
+.PHONY: build test run bench sim fuzz vet clean bench-compare
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
@@ -24,6 +24,15 @@ bench:
 	$(GO) test -run '^$$' -bench 'Append' -benchtime 4000x ./storage/
 	$(GO) test -run '^$$' -bench 'ReadQueue|RecoverAbnormal' -benchtime 3x -timeout 30m ./storage/
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/cq/ ./storage/index/ ./protocol/
+
+# Wharf side by side with NATS JetStream (the bench/ module, its own go.mod):
+# writes its section of docs/BENCHMARKS.md. QUICK=1 for a run under 5 minutes;
+# BENCHFLAGS for more (cd bench && go run . -h).
+# It builds its own copy of the binary so that a concurrent `make build` cannot
+# swap bin/wharf under a run.
+bench-compare:
+	$(GO) build -o bin/wharf-bench ./cmd/wharf
+	cd bench && $(GO) run . --wharf-bin ../bin/wharf-bench $(if $(QUICK),--quick) $(BENCHFLAGS)
 
 # A long random campaign of the simulator; prints failures with their seed and
 # the seeds per minute. SEEDS=100000 make sim for a longer one.

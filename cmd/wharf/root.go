@@ -12,5 +12,6 @@ func newRootCmd() *cobra.Command {
 	addBrokerCommand(root)
 	addClientCommands(root)
 	addSimCommand(root)
+	addBenchCommand(root)
 	return root
 }

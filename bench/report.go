@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+func sectionKey(o *opts) string {
+	if o.quick {
+		return "quick"
+	}
+	return "full"
+}
+
+func cmdLine(o *opts) string {
+	// o.args holds what make passed too (--wharf-bin ../bin/wharf-bench)
+	s := "make bench-compare"
+	if o.quick {
+		s = "make bench-compare QUICK=1"
+	}
+	return fmt.Sprintf("`%s` (= `cd bench && go run . %s`)", s, strings.Join(o.args, " "))
+}
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func ms(x float64) string { return fmt.Sprintf("%.3f", x) }
+
+func cpuPerM(r result) string {
+	if r.BrokerCPUSPerMMsg == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *r.BrokerCPUSPerMMsg)
+}
+
+func find(ps []*pair, sc string, size int) *pair {
+	for _, p := range ps {
+		if p.scenario == sc && p.size == size {
+			return p
+		}
+	}
+	return nil
+}
+
+func findDisk(disk []result, sc string) *result {
+	for i := range disk {
+		if disk[i].Scenario == sc {
+			return &disk[i]
+		}
+	}
+	return nil
+}
+
+// render writes the section: machine, date, command, the side-by-side
+// table and the targets.
+func render(o *opts, disk []result, ps []*pair, took time.Duration) string {
+	var b strings.Builder
+	key := sectionKey(o)
+	fmt.Fprintf(&b, "<!-- bench-compare %s: begin (written by bench/, do not edit by hand) -->\n", key)
+	title := "full run"
+	if o.quick {
+		title = "quick run"
+	}
+	fmt.Fprintf(&b, "### Wharf vs NATS JetStream, %s (%s)\n\n", title, time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "- Machine: %s; shared and noisy: read the ratios, taken in one run.\n", machine())
+	fmt.Fprintf(&b, "- Command: %s; took %s.\n", cmdLine(o), took.Round(time.Second))
+	fmt.Fprintf(&b, "- Each figure: %s warm-up, then %s measured; a fresh broker (fresh store) per scenario and broker, Wharf and JetStream alternately; clients in one process, broker in another, all on loopback. Backlog %d messages.\n",
+		o.warmup, o.duration, o.backlog)
+	fmt.Fprintf(&b, "- JetStream: nats-server v2.15.2 (embedded in a child process), nats.go v1.55.0, one file-backed stream (R1); default sync (acks from the page cache) vs Wharf ASYNC_FLUSH, `sync_interval: always` vs Wharf SYNC_FLUSH.\n")
+	fmt.Fprintf(&b, "- Broker CPU: the broker process's user+system seconds during the measured window, per million messages.\n\n")
+
+	if fs := findDisk(disk, "disk-fsync"); fs != nil {
+		fmt.Fprintf(&b, "Raw disk (no broker): write 4 KiB + fdatasync: p50 %s ms, p99 %s ms (%.0f fsyncs/s)", ms(fs.P50Ms), ms(fs.P99Ms), fs.MsgsPerS)
+	}
+	if gc := findDisk(disk, "disk-group-commit"); gc != nil {
+		fmt.Fprintf(&b, "; group commit, 64 writers of 1 KiB: **%.0f records/s** (p50 %s ms, p99 %s ms).\n\n", gc.MsgsPerS, ms(gc.P50Ms), ms(gc.P99Ms))
+	}
+
+	b.WriteString("| scenario | size | Wharf msg/s | JetStream msg/s | ratio | Wharf p50 / p99 ms | JetStream p50 / p99 ms | broker CPU s per M msgs (Wharf / JetStream) | errors (W / J) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	var notes []string
+	for _, p := range ps {
+		n := p.nats
+		for i, w := range p.wharf {
+			if w.Skipped {
+				fmt.Fprintf(&b, "| %s | %d | skipped | | | | | | |\n", w.Scenario, w.Size)
+				notes = append(notes, fmt.Sprintf("%s: %s", w.Scenario, w.Note))
+				continue
+			}
+			nm, np, nr, ncpu, nerr := "-", "-", "-", "-", "-"
+			if i == 0 && !n.Skipped && p.nerr == "" || i == 0 && n.MsgsPerS > 0 {
+				nm = fmt.Sprintf("%.0f", n.MsgsPerS)
+				np = ms(n.P50Ms) + " / " + ms(n.P99Ms)
+				if n.P50Ms == 0 && n.P99Ms == 0 {
+					np = "-" // not measured (JetStream consume: no per-pull latency)
+				}
+				nr = ratio(w.MsgsPerS, n.MsgsPerS)
+				ncpu = cpuPerM(n)
+				nerr = fmt.Sprint(n.Errors)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s / %s | %s | %s / %s | %d / %s |\n",
+				w.Scenario, w.Size, w.MsgsPerS, nm, nr, ms(w.P50Ms), ms(w.P99Ms), np, cpuPerM(w), ncpu, w.Errors, nerr)
+			if w.Note != "" {
+				notes = append(notes, fmt.Sprintf("%s/%d Wharf: %s", w.Scenario, w.Size, w.Note))
+			}
+			if w.BrokerHeapMiB != nil {
+				notes = append(notes, fmt.Sprintf("%s/%d Wharf: broker Go heap %.1f MiB after a forced GC with the backlog stored", w.Scenario, w.Size, *w.BrokerHeapMiB))
+			}
+		}
+		if len(p.wharf) == 0 {
+			fmt.Fprintf(&b, "| %s | %d | failed | %.0f | | | | | |\n", p.scenario, p.size, n.MsgsPerS)
+		}
+		if n.Note != "" {
+			notes = append(notes, fmt.Sprintf("%s/%d JetStream: %s", p.scenario, p.size, n.Note))
+		}
+		if p.werr != "" {
+			notes = append(notes, fmt.Sprintf("%s/%d Wharf error: %s", p.scenario, p.size, firstLine(p.werr)))
+		}
+		if p.nerr != "" {
+			notes = append(notes, fmt.Sprintf("%s/%d JetStream error: %s", p.scenario, p.size, firstLine(p.nerr)))
+		}
+	}
+	b.WriteString("\n")
+	for _, n := range notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	b.WriteString("\n")
+	b.WriteString(targets(o, disk, ps))
+	fmt.Fprintf(&b, "<!-- bench-compare %s: end -->\n", key)
+	return b.String()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func wharf1(ps []*pair, sc string, size int) (*result, *result) {
+	p := find(ps, sc, size)
+	if p == nil || len(p.wharf) == 0 {
+		return nil, nil
+	}
+	var n *result
+	if p.nats.MsgsPerS > 0 {
+		n = &p.nats
+	}
+	return &p.wharf[0], n
+}
+
+func met(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "not met"
+}
+
+// targets renders the targets table of issue 7 with the measured figures.
+func targets(o *opts, disk []result, ps []*pair) string {
+	var b strings.Builder
+	b.WriteString("Targets of issue 7 (1 KiB), as measured in this run:\n\n")
+	b.WriteString("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
+	row := func(sc, target, measured, verdict string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", sc, target, measured, verdict)
+	}
+	const k = 1024
+	if w, n := wharf1(ps, "async-256", k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row("async publish, 256 in flight", ">= 2.0x msgs/s", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", w.MsgsPerS, n.MsgsPerS, r), met(r >= 2))
+	}
+	if w, _ := wharf1(ps, "batch-32", k); w != nil {
+		row("async publish, batches of 32", ">= 500,000 msg/s", fmt.Sprintf("%.0f msg/s", w.MsgsPerS), met(w.MsgsPerS >= 500000))
+	}
+	if w, n := wharf1(ps, "sync-1", k); w != nil && n != nil {
+		row("sync publish, 1 publisher", "p50 <= JetStream's", fmt.Sprintf("p50 %s vs %s ms", ms(w.P50Ms), ms(n.P50Ms)), met(w.P50Ms <= n.P50Ms))
+	}
+	if w, n := wharf1(ps, "sync-16", k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row("sync publish, 16 publishers", ">= 1.5x msgs/s", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", w.MsgsPerS, n.MsgsPerS, r), met(r >= 1.5))
+	}
+	if w, n := wharf1(ps, "sync-flush-64", k); w != nil {
+		gc := findDisk(disk, "disk-group-commit")
+		m, ok := fmt.Sprintf("%.0f msg/s", w.MsgsPerS), false
+		if gc != nil && gc.MsgsPerS > 0 {
+			r := w.MsgsPerS / gc.MsgsPerS
+			m += fmt.Sprintf(" = %.2fx the disk's %.0f records/s", r, gc.MsgsPerS)
+			ok = r >= 0.8
+		}
+		if n != nil {
+			m += fmt.Sprintf("; %.1fx JetStream with fsync always (%.0f msg/s)", w.MsgsPerS/n.MsgsPerS, n.MsgsPerS)
+		}
+		row("SYNC_FLUSH, 64 producers", ">= 0.8x raw group-commit rate (and >= 15x JetStream fsync-always)", m, met(ok))
+	}
+	if w, n := wharf1(ps, "consume-backlog", k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row(fmt.Sprintf("consume a backlog (%d)", o.backlog), ">= 2.0x JetStream's fastest consume", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", w.MsgsPerS, n.MsgsPerS, r), met(r >= 2))
+	}
+	if w, _ := wharf1(ps, "e2e-10k", k); w != nil {
+		row("end to end at 10 k msg/s", "p99 <= 1 ms", fmt.Sprintf("p99 %s ms (p50 %s)", ms(w.P99Ms), ms(w.P50Ms)), met(w.P99Ms <= 1 && w.Msgs > 0))
+	}
+	if p := find(ps, "sync-master-64", k); p != nil && len(p.wharf) > 0 {
+		if len(p.wharf) == 2 && !p.wharf[0].Skipped && p.wharf[1].MsgsPerS > 0 {
+			r := p.wharf[0].MsgsPerS / p.wharf[1].MsgsPerS
+			row("SYNC_MASTER vs ASYNC_MASTER, 64 producers", ">= 0.7x", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", p.wharf[0].MsgsPerS, p.wharf[1].MsgsPerS, r), met(r >= 0.7))
+		} else {
+			row("SYNC_MASTER vs ASYNC_MASTER", ">= 0.7x", "not run: "+p.wharf[0].Note, "not measured")
+		}
+	}
+	if w, _ := wharf1(ps, "consume-backlog", k); w != nil {
+		if w.BrokerHeapMiB != nil {
+			verdict := met(*w.BrokerHeapMiB <= 256)
+			if o.backlog < 1_000_000 {
+				verdict = "not measured at 1 M (backlog " + fmt.Sprint(o.backlog) + ")"
+			}
+			row("broker Go heap with a 1 M backlog", "<= 256 MiB", fmt.Sprintf("%.1f MiB with %d stored", *w.BrokerHeapMiB, o.backlog), verdict)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// writeSection replaces the section of key in path, or appends it.
+func writeSection(path, key, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	begin := fmt.Sprintf("<!-- bench-compare %s: begin", key)
+	end := fmt.Sprintf("<!-- bench-compare %s: end -->\n", key)
+	i := strings.Index(s, begin)
+	j := strings.Index(s, end)
+	if i >= 0 && j > i {
+		s = s[:i] + section + s[j+len(end):]
+	} else {
+		if !strings.HasSuffix(s, "\n\n") {
+			s += "\n"
+		}
+		s += section
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
