@@ -91,6 +91,9 @@ func (w *writerActor) Receive(ctx actor.Context) {
 		if err := w.b.store.CommitLog().AdoptSegment(m.seg); err != nil {
 			w.b.log.Warn("adopting a prepared commitlog segment failed", "err", err)
 		}
+		if warm := w.b.store.CommitLog().WarmAhead(); warm != nil {
+			w.b.env.RunIO(warm) // the window may reach into the new segment
+		}
 	case *cleanTick:
 		w.b.cleanLog()
 		w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
@@ -99,8 +102,9 @@ func (w *writerActor) Receive(ctx actor.Context) {
 	}
 }
 
-// prepare creates the next segment off the actor, so the append that rolls
-// over does not wait for fallocate and page pre-touching.
+// prepare keeps the pages just ahead of the log's end populated and creates
+// the next segment, both off the actor, so appends and the roll-over do not
+// wait for page faults or fallocate.
 func (w *writerActor) prepare(ctx actor.Context) {
 	if w.b.isSlave() {
 		// A slave's haClient appends the master's bytes and rolls the
@@ -109,6 +113,9 @@ func (w *writerActor) prepare(ctx actor.Context) {
 		return
 	}
 	cl := w.b.store.CommitLog()
+	if warm := cl.WarmAhead(); warm != nil {
+		w.b.env.RunIO(warm) // populate the pages the next appends will write
+	}
 	start, need := cl.NextSegmentStart()
 	if !need || w.preparing || cl.Err() != nil {
 		return

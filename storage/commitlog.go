@@ -74,6 +74,7 @@ type CommitLog struct {
 	next *segment
 
 	maxOffset atomic.Int64 // end of the last appended record
+	warmTo    int64        // pages below are populated (writer only)
 	flushed   atomic.Int64 // everything below is durable
 
 	flushMu  sync.Mutex // one flush at a time; guards flushErr
@@ -232,9 +233,6 @@ func (c *CommitLog) createSegment(start int64, temp bool) (*segment, error) {
 			c.fs.Remove(name)
 			return nil, fmt.Errorf("commitlog: sync dir for segment %s: %w", segmentName(start), err)
 		}
-	}
-	if c.prefault {
-		vfs.Prefault(data)
 	}
 	return &segment{start: start, f: f, data: data}, nil
 }

@@ -204,3 +204,55 @@ func (s *Store) DeleteIndexBefore(minPhy int64) (int, error) {
 	}
 	return n, nil
 }
+
+// WarmWindow is how far ahead of the log's end WarmAhead keeps pages
+// populated. Small enough that the zero pages it dirties are overwritten by
+// real appends before the kernel writes them back (so the disk writes each
+// page once), large enough to stay ahead of a writer at full speed.
+const WarmWindow = 64 << 20
+
+// WarmAhead returns work that populates the pages of the next stretch of the
+// log ahead of its end (across the current and the prepared segment), or nil
+// if enough is warm already or warming is off (warmMapedFileEnable). The
+// writer runs the work off its goroutine: populating never changes bytes, so
+// it is safe while the writer appends into the same pages. Writer only.
+func (c *CommitLog) WarmAhead() func() {
+	if !c.prefault {
+		return nil
+	}
+	end := c.maxOffset.Load()
+	if c.warmTo-end >= WarmWindow/2 {
+		return nil
+	}
+	from, to := max(c.warmTo, end), end+WarmWindow
+	type span struct {
+		f      vfs.File
+		off, n int64
+	}
+	var spans []span
+	segs := c.segments()
+	cands := []*segment{}
+	if len(segs) > 0 {
+		cands = append(cands, segs[len(segs)-1])
+	}
+	if c.next != nil {
+		cands = append(cands, c.next)
+	}
+	covered := from
+	for _, sg := range cands {
+		lo, hi := max(from, sg.start), min(to, sg.end())
+		if lo < hi {
+			spans = append(spans, span{sg.f, lo - sg.start, hi - lo})
+			covered = hi
+		}
+	}
+	if covered <= c.warmTo {
+		return nil
+	}
+	c.warmTo = covered
+	return func() {
+		for _, sp := range spans {
+			vfs.Populate(sp.f, sp.off, sp.n)
+		}
+	}
+}

@@ -53,3 +53,23 @@ func Prefault(b []byte) {
 		}
 	}
 }
+
+// Populate makes the pages of f's mapping in [off, off+n) present and
+// writable (madvise MADV_POPULATE_WRITE), so appends there run at
+// page-cache speed instead of faulting per page. Unlike Prefault it never
+// touches the bytes, so it is safe while another goroutine writes the same
+// pages. It is a no-op for files not mapped on the OS FS, and on kernels
+// without MADV_POPULATE_WRITE (before 5.14).
+func Populate(f File, off, n int64) {
+	for {
+		switch x := f.(type) {
+		case *osFile:
+			x.populate(off, n)
+			return
+		case interface{ Unwrap() File }:
+			f = x.Unwrap()
+		default:
+			return
+		}
+	}
+}

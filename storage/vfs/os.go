@@ -370,3 +370,12 @@ func (f *osFile) advise(a Advice) error {
 	}
 	return wrapErr("madvise", f.name, unix.Madvise(f.data, adv))
 }
+
+func (f *osFile) populate(off, n int64) {
+	if f.data == nil || off < 0 || n <= 0 || off >= int64(len(f.data)) {
+		return
+	}
+	start := off &^ int64(osPageSize-1)
+	end := min(off+n, int64(len(f.data)))
+	_ = unix.Madvise(f.data[start:end], unix.MADV_POPULATE_WRITE) // a hint: an old kernel just faults later
+}
