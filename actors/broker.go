@@ -404,3 +404,16 @@ func (b *Broker) diskUsed() float64 {
 	}
 	return u.UsedRatio()
 }
+
+// knownQueues is how many queues of topic have entries here (highest queue
+// id + 1), from the bounds the DispatchActors publish.
+func (b *Broker) knownQueues(topic string) int32 {
+	n := int32(0)
+	b.bounds.Range(func(k, _ any) bool {
+		if qk := k.(storage.QueueKey); qk.Topic == topic && qk.QueueID+1 > n {
+			n = qk.QueueID + 1
+		}
+		return true
+	})
+	return n
+}

@@ -138,9 +138,14 @@ func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
 			ctx.Request(r.group(ctx, g.Group), &memberHB{aggID: r.nextAgg, clientID: req.ClientID, conn: m.conn, info: g})
 		}
 	case *protocol.UnregisterClientRequest:
-		for name, pid := range r.groups {
+		names := make([]string, 0, len(r.groups))
+		for name := range r.groups {
+			names = append(names, name)
+		}
+		sort.Strings(names) // a deterministic order for the simulator
+		for _, name := range names {
 			if req.Group == "" || req.Group == name {
-				ctx.Send(pid, &memberLeave{clientID: req.ClientID})
+				ctx.Send(r.groups[name], &memberLeave{clientID: req.ClientID})
 			}
 		}
 		b.respond(m.request, protocol.StatusOK, "", nil)
@@ -297,6 +302,10 @@ func (g *coordinator) queuesOf(topic string) []protocol.QueueRef {
 		n = tc.ReadQueueNums
 	} else if topic == protocol.RetryTopic(g.name) {
 		n = 1
+	} else {
+		// Not configured here (a slave before its first metadata sync from
+		// the master): the queues the log has are the topic's.
+		n = g.b.knownQueues(topic)
 	}
 	qs := make([]protocol.QueueRef, n)
 	for i := range qs {
@@ -367,7 +376,12 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 		}
 		grace := g.b.env.Clock.Now().Before(g.graceUntil)
 		next := g.generation + 1 // the generation this rebalance publishes, if anything changes
+		order := make([]protocol.QueueRef, 0, len(all))
 		for q := range all {
+			order = append(order, q)
+		}
+		sortRefs(order) // map order would make notifications, and the simulator, nondeterministic
+		for _, q := range order {
 			t, o := target[q], g.owner[q]
 			if o != "" && g.members[o] == nil {
 				o = "" // the owner left or timed out: the queue is free
@@ -412,12 +426,7 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 	for _, id := range ids {
 		mem := g.members[id]
 		a := assigned[id]
-		sort.Slice(a, func(i, j int) bool {
-			if a[i].Topic != a[j].Topic {
-				return a[i].Topic < a[j].Topic
-			}
-			return a[i].QueueID < a[j].QueueID
-		})
+		sortRefs(a)
 		if !slices.Equal(a, mem.assigned) {
 			changed = true
 			mem.assigned = a
@@ -535,4 +544,13 @@ func max64(a, b int64) int64 {
 // topic (created on demand with one queue).
 func isGroupTopic(t string) bool {
 	return strings.HasPrefix(t, protocol.RetryTopicPrefix) || strings.HasPrefix(t, protocol.DLQTopicPrefix)
+}
+
+func sortRefs(a []protocol.QueueRef) {
+	sort.Slice(a, func(i, j int) bool {
+		if a[i].Topic != a[j].Topic {
+			return a[i].Topic < a[j].Topic
+		}
+		return a[i].QueueID < a[j].QueueID
+	})
 }
