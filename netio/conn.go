@@ -3,6 +3,7 @@ package netio
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +26,13 @@ type conn struct {
 
 	// pending counts bytes passed to AsyncWrite whose callback has not run
 	// yet: frames queued for the loop, not yet in gnet's outbound buffer.
-	pending      atomic.Int64
-	inflight     atomic.Int64 // requests delivered and not yet answered
+	pending  atomic.Int64
+	inflight atomic.Int64 // requests delivered and not yet answered
+
+	outMu        sync.Mutex
+	out          [][]byte     // frames waiting for the loop's next flush
+	spare        [][]byte     // the previous batch's slice, reused
+	flushQueued  bool         // a flush is queued on the loop
 	closed       atomic.Bool  // Write is a no-op once set
 	disconnected atomic.Bool  // Disconnected delivered
 	lastActive   atomic.Int64 // unix nanos of the last read or completed write
@@ -79,10 +85,35 @@ func (c *conn) Write(frame []byte) {
 		c.shed()
 		return
 	}
-	err := c.gc.AsyncWrite(frame, func(gc gnet.Conn, err error) error {
+	// Gather the frames written while one flush is pending, and hand them
+	// to the loop together: one writev per loop turn instead of one write
+	// per response (syscalls were a third of the broker's CPU).
+	c.outMu.Lock()
+	c.out = append(c.out, frame)
+	if c.flushQueued {
+		c.outMu.Unlock()
+		return
+	}
+	c.flushQueued = true
+	c.outMu.Unlock()
+	err := c.gc.AsyncWritev(nil, func(gc gnet.Conn, err error) error {
+		c.outMu.Lock()
+		bufs := c.out
+		c.out = c.spare[:0]
+		c.flushQueued = false
+		c.outMu.Unlock()
+		var n int64
+		for _, b := range bufs {
+			n += int64(len(b))
+		}
 		c.pending.Add(-n)
+		if err == nil { // even if closing: a reject's answer comes after these
+			_, err = gc.Writev(bufs)
+		}
+		clear(bufs)
+		c.spare = bufs[:0]
 		if err != nil { // closed meanwhile
-			c.s.stats.droppedWrites.Add(1)
+			c.s.stats.droppedWrites.Add(uint64(len(bufs)))
 			return nil
 		}
 		c.s.stats.bytesOut.Add(uint64(n))
@@ -93,7 +124,11 @@ func (c *conn) Write(frame []byte) {
 		return nil
 	})
 	if err != nil { // the engine is shutting down
+		c.outMu.Lock()
 		c.pending.Add(-n)
+		c.flushQueued = false
+		c.out = c.out[:0]
+		c.outMu.Unlock()
 		c.s.stats.droppedWrites.Add(1)
 	}
 }
