@@ -381,7 +381,7 @@ func haConsumeAll(t *testing.T, masterAddr, slaveAddr, topic, group string, want
 func haConsumeCLI(t *testing.T, masterAddr, slaveAddr, topic, group string, want map[string]bool) int {
 	t.Helper()
 	out, errOut, code := haRun(t, 30*time.Second, "consume", "--broker", masterAddr, "--slave", slaveAddr,
-		"--topic", topic, "--group", group, "--print", "--json", "--idle-exit", "1500ms", "--broker-wait", "10s",
+		"--topic", topic, "--group", group, "--print", "--json", "--idle-exit", "5s", "--broker-wait", "10s",
 		"--suspend", "500ms", "--pull-batch", "256")
 	if code != 0 {
 		t.Fatalf("wharf consume --slave exited %d\nstderr:\n%s", code, errOut)

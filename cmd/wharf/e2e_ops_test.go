@@ -437,7 +437,7 @@ func TestE2ECLI(t *testing.T) {
 	}
 	// Tag expression: the batch messages have no tag.
 	out, errOut, code = e2eRun(t, 30*time.Second, "consume", "--broker", b.addr, "--topic", "cli", "--group", "cli-tags",
-		"--tag-expr", "t1 || t2", "--idle-exit", "1s", "--suspend", "500ms", "--json")
+		"--tag-expr", "t1 || t2", "--idle-exit", "3s", "--suspend", "500ms", "--json")
 	if v := e2eLastJSON(t, out); code != 0 || e2eNum(t, v, "received") != n {
 		t.Fatalf("consume --tag-expr: exit %d, report %v\n%s", code, v, errOut)
 	}
