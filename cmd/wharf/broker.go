@@ -153,7 +153,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
-	env := actors.Env{Clock: wallClock{}, Logger: log,
+	env := actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
 		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
 			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
 		}}
