@@ -146,9 +146,13 @@ func appendFrameFields(dst []byte, h *Frame, v Fields) ([]byte, error) {
 		mark := len(dst)
 		dst = appendStr(dst, keyFields)
 		fieldsAt := len(dst)
-		var err error
-		if dst, err = appendValue(dst, v); err != nil {
-			return dst[:start], fmt.Errorf("protocol: encode %T: %w", v, err)
+		if fc, ok := v.(fieldsCodec); ok {
+			dst = fc.appendFieldsMap(dst)
+		} else {
+			var err error
+			if dst, err = appendValue(dst, v); err != nil {
+				return dst[:start], fmt.Errorf("protocol: encode %T: %w", v, err)
+			}
 		}
 		if len(dst)-fieldsAt == 1 && dst[fieldsAt] == 0x80 {
 			dst = dst[:mark] // empty map: leave "fields" out
@@ -201,6 +205,13 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 	}
 	if err := Validate(b, lim.MaxDepth); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	if fc, ok := v.(fieldsCodec); ok {
+		r := &reader{b: b}
+		if err := fc.decodeFieldsMap(r); err != nil {
+			return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+		}
+		return nil
 	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
