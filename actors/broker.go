@@ -159,7 +159,7 @@ func (b *Broker) reply(c Conn, code protocol.Code, opaque uint32, oneway bool, s
 	if oneway || c == nil {
 		return
 	}
-	frame, err := protocol.AppendResponse(nil, code, opaque, st, remark, resp)
+	frame, err := protocol.AppendResponse(make([]byte, 0, sizeHint(resp)), code, opaque, st, remark, resp)
 	if err != nil {
 		frame = protocol.AppendErrorResponse(nil, code, opaque, protocol.StatusSystemError, "encode response: "+err.Error())
 	}
@@ -415,5 +415,27 @@ func (b *Broker) knownQueues(topic string) int32 {
 		}
 		return true
 	})
+	return n
+}
+
+// sizeHint estimates an answer's encoded size, so answers carrying
+// messages are encoded into one allocation instead of a growing buffer.
+func sizeHint(resp protocol.Fields) int {
+	var msgs []protocol.MessageExt
+	switch r := resp.(type) {
+	case *protocol.PullResponse:
+		msgs = r.Messages
+	case *protocol.QueryMessageResponse:
+		msgs = r.Messages
+	default:
+		return 256
+	}
+	n := 512
+	for i := range msgs {
+		n += len(msgs[i].Body) + 384
+		for k, v := range msgs[i].Properties {
+			n += len(k) + len(v) + 4
+		}
+	}
 	return n
 }
