@@ -107,8 +107,11 @@ func (c *conn) Write(frame []byte) {
 			n += int64(len(b))
 		}
 		c.pending.Add(-n)
-		if err == nil { // even if closing: a reject's answer comes after these
-			_, err = gc.Writev(bufs)
+		// writev takes at most IOV_MAX (1024) buffers: more fail with EINVAL.
+		for rest := bufs; err == nil && len(rest) > 0; { // even if closing: a reject's answer comes after these
+			k := min(len(rest), maxIOV)
+			_, err = gc.Writev(rest[:k])
+			rest = rest[k:]
 		}
 		clear(bufs)
 		c.spare = bufs[:0]
@@ -132,6 +135,9 @@ func (c *conn) Write(frame []byte) {
 		c.s.stats.droppedWrites.Add(1)
 	}
 }
+
+// maxIOV bounds the buffers of one writev (the kernel's IOV_MAX is 1024).
+const maxIOV = 512
 
 // shed closes a connection whose peer does not read its responses.
 func (c *conn) shed() {

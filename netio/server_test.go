@@ -674,3 +674,23 @@ func TestStartTwiceAndStopBeforeStart(t *testing.T) {
 		t.Fatal("second Start succeeded")
 	}
 }
+
+// TestManyResponsesInOneFlush: more responses gathered for one flush than
+// one writev takes (IOV_MAX) all arrive, in order.
+func TestManyResponsesInOneFlush(t *testing.T) {
+	h := newEchoHandler()
+	s := startServer(t, h, Options{})
+	c := dial(t, s)
+	const n = 3000
+	var burst []byte
+	for i := range uint32(n) {
+		burst = append(burst, request(protocol.CodeHeartbeat, 1+i, nil)...)
+	}
+	go c.Write(burst)
+	for i := range uint32(n) {
+		f, err := readFrame(c, 5*time.Second)
+		if err != nil || f.Opaque != 1+i {
+			t.Fatalf("response %d of %d: %+v, %v", i, n, f, err)
+		}
+	}
+}
