@@ -54,7 +54,7 @@ type Config struct {
 	MaxMessageSize int `conf:"maxMessageSize"`
 	// Check every record's CRC when recovering after a crash.
 	CheckCRCOnRecover bool `conf:"checkCRCOnRecover"`
-	// Touch the pages of each new CommitLog segment when it is created, so appends do not fault (Wharf default true).
+	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated, so appends do not fault (Wharf default true).
 	WarmMapedFileEnable bool `conf:"warmMapedFileEnable"`
 	// Build the message index used by queries by key and by message id.
 	MessageIndexEnable bool `conf:"messageIndexEnable"`
