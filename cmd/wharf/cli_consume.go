@@ -300,6 +300,7 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	defer flushT.Stop()
 	var stopped string
 	var runErr error
+	var assignedAt time.Time
 wait:
 	for {
 		select {
@@ -313,7 +314,19 @@ wait:
 			stopped = "count"
 			break wait
 		case <-idleC:
+			// Idle time counts from the first assignment: the broker may
+			// take a few heartbeats to hand this member its queues (after
+			// its own start, or while another member releases them). A
+			// member that gets none within idleExit + 10 s stops anyway.
+			if assignedAt.IsZero() && len(c.Assignment()) > 0 {
+				assignedAt = time.Now()
+			}
 			last := start
+			if !assignedAt.IsZero() {
+				last = assignedAt
+			} else if time.Since(start) < o.idleExit+10*time.Second {
+				continue
+			}
 			if n := stats.lastNanos.Load(); n != 0 {
 				last = time.Unix(0, n)
 			}
