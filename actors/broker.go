@@ -428,7 +428,7 @@ func sizeHint(resp protocol.Fields) int {
 	case *protocol.QueryMessageResponse:
 		msgs = r.Messages
 	default:
-		return 256
+		return 160 // a send's answer with its header
 	}
 	n := 512
 	for i := range msgs {

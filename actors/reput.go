@@ -58,18 +58,19 @@ type queryMsg struct {
 // reput position. Under SYNC_FLUSH it dispatches only flushed records, so no
 // consumer ever sees a message the broker could lose.
 type reputActor struct {
-	b        *Broker
-	pos      int64
-	visible  int64
-	lastTs   int64
-	queues   map[storage.QueueKey]*actor.PID
-	barrier  int64 // id of the checkpoint in progress, 0 if none
-	waiting  int
-	marks    []storage.QueueMark
-	indexed  int64
-	cpPos    int64
-	cpFailed bool
-	seq      int64
+	b         *Broker
+	pos       int64
+	visible   int64
+	lastTs    int64
+	queues    map[storage.QueueKey]*actor.PID
+	barrier   int64 // id of the checkpoint in progress, 0 if none
+	waiting   int
+	marks     []storage.QueueMark
+	indexed   int64
+	cpPos     int64
+	cpFailed  bool
+	seq       int64
+	lastBatch int // records in the last dispatch, to size the next
 }
 
 func (r *reputActor) Receive(ctx actor.Context) {
@@ -133,7 +134,7 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 		return
 	}
 	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
-	var all []storage.DispatchRequest
+	all := make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4) // sized like the last batch: no regrowth
 	next, err := r.b.store.ForEachRecord(r.pos, r.visible, false, func(off int64, rec *storage.Record) error {
 		d := storage.NewDispatchRequest(off, rec)
 		perQueue[d.Key] = append(perQueue[d.Key], d)
@@ -154,6 +155,7 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 	if len(all) > 0 {
 		ctx.Send(r.b.index, &indexEntries{reqs: all})
 	}
+	r.lastBatch = len(all)
 	r.pos = next
 	r.b.store.SetDispatched(r.pos, r.lastTs)
 }
