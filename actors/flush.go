@@ -149,27 +149,36 @@ func (f *flushActor) done(ctx actor.Context, m *flushDone) {
 
 // expire answers waiters older than syncFlushTimeout with FLUSH_DISK_TIMEOUT.
 func (f *flushActor) expire(ctx actor.Context) {
-	now := f.b.env.Clock.Now()
 	timeout := f.b.cfg.SyncFlushTimeout
-	keep := f.waiters[:0]
+	var next time.Duration
+	f.waiters, next = expireWaiters(f.waiters, f.b.env.Clock.Now(), timeout, func(r *pendingReply) {
+		f.b.respond(r.request, protocol.StatusFlushDiskTimeout,
+			fmt.Sprintf("stored, but not flushed within syncFlushTimeout %v", timeout), nil)
+	})
+	if next >= 0 {
+		f.arm(ctx, next)
+	}
+}
+
+// expireWaiters answers, with expired, every waiter at least timeout old,
+// and returns the others (in place) with the time until the next one
+// expires (-1 if none is left).
+func expireWaiters(waiters []*pendingReply, now time.Time, timeout time.Duration, expired func(*pendingReply)) ([]*pendingReply, time.Duration) {
+	keep := waiters[:0]
 	var next time.Duration = -1
-	for _, r := range f.waiters {
-		age := now.Sub(r.start)
+	for _, w := range waiters {
+		age := now.Sub(w.start)
 		if age >= timeout {
-			f.b.respond(r.request, protocol.StatusFlushDiskTimeout,
-				fmt.Sprintf("stored, but not flushed within syncFlushTimeout %v", timeout), nil)
+			expired(w)
 			continue
 		}
 		if left := timeout - age; next < 0 || left < next {
 			next = left
 		}
-		keep = append(keep, r)
+		keep = append(keep, w)
 	}
-	clear(f.waiters[len(keep):])
-	f.waiters = keep
-	if next >= 0 {
-		f.arm(ctx, next)
-	}
+	clear(waiters[len(keep):])
+	return keep, next
 }
 
 func (f *flushActor) releaseAll(st protocol.Status, remark string) {

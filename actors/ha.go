@@ -343,28 +343,16 @@ func (r *replicator) release(actor.Context) {
 // expire answers waiters older than slaveTimeout: FLUSH_DISK_TIMEOUT if the
 // flush is what is missing, FLUSH_SLAVE_TIMEOUT otherwise.
 func (r *replicator) expire(ctx actor.Context) {
-	now := r.b.env.Clock.Now()
 	timeout := r.b.cfg.SlaveTimeout
-	keep := r.waiters[:0]
-	var next time.Duration = -1
-	for _, w := range r.waiters {
-		age := now.Sub(w.start)
-		if age >= timeout {
-			if r.b.cfg.FlushDiskType == SyncFlush && r.flushed < w.end {
-				r.b.respond(w.request, protocol.StatusFlushDiskTimeout, fmt.Sprintf("stored, but not flushed within %v", timeout), nil)
-			} else {
-				r.b.respond(w.request, protocol.StatusFlushSlaveTimeout,
-					fmt.Sprintf("stored on the master, but no slave acknowledged it within slaveTimeout %v", timeout), nil)
-			}
-			continue
+	var next time.Duration
+	r.waiters, next = expireWaiters(r.waiters, r.b.env.Clock.Now(), timeout, func(w *pendingReply) {
+		if r.b.cfg.FlushDiskType == SyncFlush && r.flushed < w.end {
+			r.b.respond(w.request, protocol.StatusFlushDiskTimeout, fmt.Sprintf("stored, but not flushed within %v", timeout), nil)
+			return
 		}
-		if left := timeout - age; next < 0 || left < next {
-			next = left
-		}
-		keep = append(keep, w)
-	}
-	clear(r.waiters[len(keep):])
-	r.waiters = keep
+		r.b.respond(w.request, protocol.StatusFlushSlaveTimeout,
+			fmt.Sprintf("stored on the master, but no slave acknowledged it within slaveTimeout %v", timeout), nil)
+	})
 	if next >= 0 {
 		r.armed = true
 		r.b.after(next, ctx.Self(), &replTimeout{})
