@@ -171,13 +171,22 @@ func startBroker(t *testing.T, dir string, flags ...string) *e2eBroker {
 	return nil
 }
 
-// waitReady waits until the broker accepts a TCP connection; false if it
-// exited or the time ran out.
+// waitReady waits until this broker has logged that it listens on b.addr
+// and accepts a TCP connection there; false if it exited or the time ran
+// out. The log line matters: a dial alone can reach some other process
+// that took the port between e2eFreePorts and the broker's bind (another
+// test's broker, whose HA listener then resets our requests), or even
+// connect the socket to itself when the port is in the ephemeral range.
 func (b *e2eBroker) waitReady(d time.Duration) bool {
 	deadline := time.Now().Add(d)
+	started := `msg="broker started" listen=` + b.addr + " "
 	for time.Now().Before(deadline) {
 		if !b.alive() {
 			return false
+		}
+		if !strings.Contains(b.log(), started) {
+			time.Sleep(20 * time.Millisecond)
+			continue
 		}
 		c, err := net.DialTimeout("tcp", b.addr, 200*time.Millisecond)
 		if err == nil {
@@ -262,16 +271,7 @@ func (b *e2eBroker) recoveryReport() string {
 
 // waitLog waits until the broker log contains s.
 func (b *e2eBroker) waitLog(s string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if strings.Contains(b.log(), s) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitFor(d, func() bool { return strings.Contains(b.log(), s) })
 }
 
 func (b *e2eBroker) abortFileExists() bool {
@@ -796,4 +796,19 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// waitFor polls cond every 20 ms until it holds (true) or d has passed
+// (false).
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
