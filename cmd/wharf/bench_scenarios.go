@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +149,18 @@ func benchTimed(ctx context.Context, o *benchFlags, b *benchBroker, sc string, s
 			}
 		}()
 	}
+	// The clients share the machine's cores with the broker, so their CPU
+	// caps the throughput as much as the broker's: profile them too.
+	stopClientProf := func() {}
+	if o.profileDir != "" {
+		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-client-cpu.pprof", sc, size))); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				stopClientProf = func() { pprof.StopCPUProfile(); f.Close() }
+			} else {
+				f.Close()
+			}
+		}
+	}
 	var early error
 	select {
 	case early = <-loadErr:
@@ -154,6 +169,7 @@ func benchTimed(ctx context.Context, o *benchFlags, b *benchBroker, sc string, s
 	}
 	rec.close()
 	cpu1 := b.cpu()
+	stopClientProf()
 	profWG.Wait()
 	if allocs0 {
 		_ = b.profile(o.profileDir, fmt.Sprintf("%s-%d-allocs-after.pprof", sc, size), "allocs", 0)
