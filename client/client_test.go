@@ -276,39 +276,64 @@ func TestProducerRetries(t *testing.T) {
 		{"no permission exhausts", protocol.StatusNoPermission, 5, 2, ErrNoPermission, 3, 0},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := clienttest.NewBroker(t)
-			b.CreateTopic("T", 2)
-			b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
-				if code == protocol.CodeSendMessage && n <= tt.failCount {
-					return tt.failWith
+		for _, async := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/async=%v", tt.name, async), func(t *testing.T) {
+				b := clienttest.NewBroker(t)
+				b.CreateTopic("T", 2)
+				b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
+					if code == protocol.CodeSendMessage && n <= tt.failCount {
+						return tt.failWith
+					}
+					return 0
+				})
+				p := newProducer(t, b, WithRetries(tt.retries), WithRetryBackoff(time.Millisecond))
+				res, err := sendMaybeAsync(t, p, msg("T", "x"), async)
+				if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
 				}
-				return 0
+				if got := b.Count(protocol.CodeSendMessage); got != tt.wantSends {
+					t.Errorf("%d sends, want %d", got, tt.wantSends)
+				}
+				if got := b.Total("T"); got != tt.wantStore {
+					t.Errorf("%d stored, want %d", got, tt.wantStore)
+				}
+				if tt.failWith.Unconfirmed() {
+					if res.Status != tt.failWith || res.MsgID == "" || res.QueueOffset != 0 {
+						t.Errorf("unconfirmed result %+v: want status, id and offset", res)
+					}
+					var se *StatusError
+					if !errors.As(err, &se) || se.Status != tt.failWith {
+						t.Errorf("error %v is not a *StatusError with %v", err, tt.failWith)
+					}
+				}
+				if err == nil && res.Status != protocol.StatusOK {
+					t.Errorf("success with status %v", res.Status)
+				}
 			})
-			p := newProducer(t, b, WithRetries(tt.retries), WithRetryBackoff(time.Millisecond))
-			res, err := p.Send(testCtx(t), msg("T", "x"))
-			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if got := b.Count(protocol.CodeSendMessage); got != tt.wantSends {
-				t.Errorf("%d sends, want %d", got, tt.wantSends)
-			}
-			if got := b.Total("T"); got != tt.wantStore {
-				t.Errorf("%d stored, want %d", got, tt.wantStore)
-			}
-			if tt.failWith.Unconfirmed() {
-				if res.Status != tt.failWith || res.MsgID == "" || res.QueueOffset != 0 {
-					t.Errorf("unconfirmed result %+v: want status, id and offset", res)
-				}
-				var se *StatusError
-				if !errors.As(err, &se) || se.Status != tt.failWith {
-					t.Errorf("error %v is not a *StatusError with %v", err, tt.failWith)
-				}
-			}
-			if err == nil && res.Status != protocol.StatusOK {
-				t.Errorf("success with status %v", res.Status)
-			}
-		})
+		}
+	}
+}
+
+// sendMaybeAsync sends msg with Send or, async, with SendAsync to queue 0
+// (a queue given by the caller needs no route lookup, so the send takes
+// SendAsync's fast path).
+func sendMaybeAsync(t *testing.T, p *Producer, m *protocol.Message, async bool) (SendResult, error) {
+	t.Helper()
+	if !async {
+		return p.Send(testCtx(t), m)
+	}
+	type outcome struct {
+		res SendResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	p.SendAsync(testCtx(t), m, func(r SendResult, e error) { done <- outcome{r, e} }, ToQueue(0))
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("SendAsync: callback not called within 10 s")
+		return SendResult{}, nil
 	}
 }
 
@@ -968,4 +993,82 @@ func TestFrameLimits(t *testing.T) {
 	if !errors.Is(err, ErrBrokerUnavailable) || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("oversized response: %v", err)
 	}
+}
+
+func TestSendAsyncTimeoutConnectionLossAndVolume(t *testing.T) {
+	collect := func(t *testing.T, p *Producer, n int, opts ...SendOption) (chan error, chan SendResult) {
+		errs := make(chan error, n)
+		results := make(chan SendResult, n)
+		for i := range n {
+			p.SendAsync(testCtx(t), msg("T", fmt.Sprint(i)), func(r SendResult, err error) {
+				results <- r
+				errs <- err
+			}, opts...)
+		}
+		return errs, results
+	}
+	wait := func(t *testing.T, errs chan error, n int, within time.Duration, check func(error) bool, want string) {
+		t.Helper()
+		deadline := time.After(within)
+		for i := range n {
+			select {
+			case err := <-errs:
+				if !check(err) {
+					t.Fatalf("callback %d: %v, want %s", i, err, want)
+				}
+			case <-deadline:
+				t.Fatalf("%d of %d callbacks within %v", i, n, within)
+			}
+		}
+	}
+	t.Run("timeout", func(t *testing.T) {
+		b := clienttest.NewBroker(t)
+		b.CreateTopic("T", 2)
+		b.SetStall(protocol.CodeSendMessage, true)
+		p := newProducer(t, b, WithRetries(2), WithTimeout(150*time.Millisecond))
+		start := time.Now()
+		errs, _ := collect(t, p, 10, ToQueue(0))
+		wait(t, errs, 10, 5*time.Second, func(err error) bool {
+			return errors.Is(err, ErrTimeout) && errors.Is(err, context.DeadlineExceeded)
+		}, "ErrTimeout")
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("timed out after %v, before the 150 ms timeout", d)
+		}
+		if n := b.Count(protocol.CodeSendMessage); n != 10 {
+			t.Errorf("%d sends reached the broker, want 10 (a timed-out send may be stored: never resent)", n)
+		}
+	})
+	t.Run("connection lost", func(t *testing.T) {
+		b := clienttest.NewBroker(t)
+		b.CreateTopic("T", 2)
+		b.SetStall(protocol.CodeSendMessage, true)
+		p := newProducer(t, b, WithRetries(0), WithTimeout(time.Minute))
+		errs, _ := collect(t, p, 10, ToQueue(1))
+		eventually(t, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == 10 })
+		b.DropConns()
+		wait(t, errs, 10, 5*time.Second, func(err error) bool { return errors.Is(err, ErrBrokerUnavailable) }, "ErrBrokerUnavailable")
+	})
+	t.Run("volume", func(t *testing.T) {
+		b := clienttest.NewBroker(t)
+		b.CreateTopic("T", 4)
+		p := newProducer(t, b)
+		if _, err := p.Send(testCtx(t), msg("T", "route")); err != nil { // fetches the route
+			t.Fatal(err)
+		}
+		const n = 2000
+		errs, results := collect(t, p, n)
+		wait(t, errs, n, 30*time.Second, func(err error) bool { return err == nil }, "success")
+		seen := map[[2]int64]bool{}
+		for range n {
+			r := <-results
+			k := [2]int64{int64(r.QueueID), r.QueueOffset}
+			if r.MsgID == "" || r.QueueID < 0 || seen[k] {
+				t.Fatalf("result %+v: no id, no queue, or a queue offset given twice", r)
+			}
+			seen[k] = true
+		}
+		if got := b.Total("T"); got != n+1 {
+			t.Errorf("broker stored %d, want %d", got, n+1)
+		}
+	})
 }

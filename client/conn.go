@@ -38,20 +38,85 @@ type conn struct {
 	backoff  time.Duration
 	lastErr  error
 	wg       sync.WaitGroup // session goroutines
+
+	callbacks callbackRunner // completions of async calls
 }
 
-// session is one TCP connection and its two goroutines.
+// callbackRunner runs the completions of async calls in order, on a
+// goroutine of its own (started when work arrives, ended when there is
+// none): a callback may block or call into the client without stalling the
+// connection's reader, and the reader never blocks handing one over.
+type callbackRunner struct {
+	mu      sync.Mutex
+	queue   []func()
+	running bool
+}
+
+func (r *callbackRunner) run(fn func()) {
+	r.mu.Lock()
+	r.queue = append(r.queue, fn)
+	if r.running {
+		r.mu.Unlock()
+		return
+	}
+	r.running = true
+	r.mu.Unlock()
+	go r.loop()
+}
+
+func (r *callbackRunner) loop() {
+	var batch []func()
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		batch, r.queue = r.queue, batch[:0]
+		r.mu.Unlock()
+		for i, fn := range batch {
+			fn()
+			batch[i] = nil
+		}
+	}
+}
+
+// session is one TCP connection and its two goroutines. Requests are
+// encoded straight into wbuf under mu, and the writer goroutine writes
+// everything queued since its last write in one syscall: no allocation and
+// no channel hand-off per request, and the bigger the load the bigger the
+// writes.
 type session struct {
 	c    *conn
 	nc   net.Conn
-	out  chan []byte // encoded frames for the writer
 	done chan struct{}
 	once sync.Once
 	err  error // why the session ended; set before done is closed
 
+	kick chan struct{} // cap 1: wbuf has bytes for the writer
+
 	mu      sync.Mutex
-	pending map[uint32]chan *protocol.Frame
+	wbuf    []byte        // encoded frames not yet taken by the writer
+	drained chan struct{} // closed when the writer takes wbuf (made when someone waits)
+	pending map[uint32]*pendingCall
+	async   int // async calls in pending (the writer sweeps their deadlines)
 }
+
+// pendingCall is a request waiting for its response: a blocking call
+// waits on ch; an async call has done run on the conn's callback goroutine.
+type pendingCall struct {
+	ch       chan *protocol.Frame
+	done     func(*protocol.Frame, error)
+	code     protocol.Code
+	start    time.Time
+	deadline time.Time
+}
+
+// maxQueuedBytes bounds the encoded requests waiting for the writer:
+// beyond it a sender waits (its context permitting) instead of growing the
+// buffer without bound while the broker or the network is slow.
+const maxQueuedBytes = 4 << 20
 
 func newConn(addr string, o *options, hello func() protocol.Request) *conn {
 	return &conn{addr: addr, o: o, hello: hello}
@@ -125,9 +190,9 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 		s := &session{
 			c:       c,
 			nc:      nc,
-			out:     make(chan []byte, 256),
+			kick:    make(chan struct{}, 1),
 			done:    make(chan struct{}),
-			pending: make(map[uint32]chan *protocol.Frame),
+			pending: make(map[uint32]*pendingCall),
 		}
 		c.s = s
 		c.wg.Add(2)
@@ -163,19 +228,88 @@ func (c *conn) isClosed() bool {
 	return c.closed
 }
 
-// encode builds a request frame and checks it against the limits.
-func (c *conn) encode(opaque uint32, flags protocol.Flags, req protocol.Request) ([]byte, error) {
-	b, err := protocol.AppendRequest(nil, opaque, flags, req)
-	if err != nil {
-		return nil, fmt.Errorf("wharf client: %v: %w", req.RequestCode(), err)
+// badRequest is a request that cannot be encoded or breaks the limits: the
+// caller's mistake, returned as is rather than as a connection problem.
+type badRequest struct{ err error }
+
+func (e *badRequest) Error() string { return e.err.Error() }
+func (e *badRequest) Unwrap() error { return e.err }
+
+// enqueue encodes req into the session's write buffer, registering pc (if
+// not nil) under the request's opaque id, and wakes the writer. It waits
+// while the buffer is full. The frame is checked against the limits before
+// it is queued.
+func (s *session) enqueue(ctx context.Context, flags protocol.Flags, req protocol.Request, pc *pendingCall) (uint32, error) {
+	for {
+		s.mu.Lock()
+		if s.isDone() {
+			s.mu.Unlock()
+			return 0, s.err
+		}
+		if len(s.wbuf) < maxQueuedBytes {
+			break
+		}
+		if s.drained == nil {
+			s.drained = make(chan struct{})
+		}
+		drained := s.drained
+		s.mu.Unlock()
+		select {
+		case <-drained:
+		case <-s.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
-	if n, err := protocol.Split(b, c.o.limits); err != nil || n != len(b) {
-		if err == nil {
+	opaque := s.c.opaque.Add(1)
+	at := len(s.wbuf)
+	b, err := protocol.AppendRequest(s.wbuf, opaque, flags, req)
+	if err == nil {
+		var n int
+		if n, err = protocol.Split(b[at:], s.c.o.limits); err == nil && n != len(b)-at {
 			err = errors.New("incomplete frame")
 		}
-		return nil, fmt.Errorf("wharf client: %v request: %w", req.RequestCode(), err)
 	}
-	return b, nil
+	if err != nil {
+		s.wbuf = b[:at]
+		s.mu.Unlock()
+		return 0, &badRequest{fmt.Errorf("wharf client: %v request: %w", req.RequestCode(), err)}
+	}
+	s.wbuf = b
+	if pc != nil {
+		s.pending[opaque] = pc
+		if pc.done != nil {
+			s.async++
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default: // already kicked
+	}
+	return opaque, nil
+}
+
+// take removes and returns the pending call for opaque (nil if none).
+// s.mu must be held.
+func (s *session) take(opaque uint32) *pendingCall {
+	pc := s.pending[opaque]
+	if pc != nil {
+		delete(s.pending, opaque)
+		if pc.done != nil {
+			s.async--
+		}
+	}
+	return pc
+}
+
+// enqueueErr turns an enqueue error into what the caller returns.
+func (c *conn) enqueueErr(code protocol.Code, start time.Time, err error) error {
+	var bad *badRequest
+	if errors.As(err, &bad) {
+		return bad.err
+	}
+	return c.wrapErr(code, start, err)
 }
 
 // call sends req and waits for its response. timeout > 0 bounds the wait
@@ -194,35 +328,54 @@ func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Dura
 	if err != nil {
 		return nil, c.wrapErr(code, start, err)
 	}
-	opaque := c.opaque.Add(1)
-	b, err := c.encode(opaque, 0, req)
+	pc := &pendingCall{ch: make(chan *protocol.Frame, 1)}
+	opaque, err := s.enqueue(ctx, 0, req, pc)
 	if err != nil {
-		return nil, err
-	}
-	ch := make(chan *protocol.Frame, 1)
-	if !s.register(opaque, ch) {
-		return nil, c.wrapErr(code, start, s.err)
-	}
-	defer s.unregister(opaque)
-	select {
-	case s.out <- b:
-	case <-ctx.Done():
-		return nil, c.wrapErr(code, start, ctx.Err())
-	case <-s.done:
-		return nil, c.wrapErr(code, start, s.err)
+		return nil, c.enqueueErr(code, start, err)
 	}
 	select {
-	case f := <-ch:
+	case f := <-pc.ch:
 		return f, nil
 	case <-ctx.Done():
+		s.mu.Lock()
+		s.take(opaque)
+		s.mu.Unlock()
 		return nil, c.wrapErr(code, start, ctx.Err())
 	case <-s.done:
 		select { // the response may have come just before the end
-		case f := <-ch:
+		case f := <-pc.ch:
 			return f, nil
 		default:
 		}
 		return nil, c.wrapErr(code, start, s.err)
+	}
+}
+
+// callAsync sends req and returns at once; done gets the response frame or
+// the error (as call would return them) on the conn's callback goroutine,
+// exactly once. The answer is awaited until timeout, or ctx's deadline if
+// that is earlier; cancelling ctx after callAsync returned does not
+// withdraw the request.
+func (c *conn) callAsync(ctx context.Context, req protocol.Request, timeout time.Duration, done func(*protocol.Frame, error)) {
+	code := req.RequestCode()
+	start := time.Now()
+	fail := func(err error) { c.callbacks.run(func() { done(nil, err) }) }
+	if err := ctx.Err(); err != nil {
+		fail(c.wrapErr(code, start, err))
+		return
+	}
+	s, err := c.session(ctx)
+	if err != nil {
+		fail(c.wrapErr(code, start, err))
+		return
+	}
+	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pc := &pendingCall{done: done, code: code, start: start, deadline: deadline}
+	if _, err := s.enqueue(ctx, 0, req, pc); err != nil {
+		fail(c.enqueueErr(code, start, err))
 	}
 }
 
@@ -235,18 +388,10 @@ func (c *conn) oneway(ctx context.Context, req protocol.Request) error {
 	if err != nil {
 		return c.wrapErr(code, start, err)
 	}
-	b, err := c.encode(c.opaque.Add(1), protocol.FlagOneway, req)
-	if err != nil {
-		return err
+	if _, err := s.enqueue(ctx, protocol.FlagOneway, req, nil); err != nil {
+		return c.enqueueErr(code, start, err)
 	}
-	select {
-	case s.out <- b:
-		return nil
-	case <-ctx.Done():
-		return c.wrapErr(code, start, ctx.Err())
-	case <-s.done:
-		return c.wrapErr(code, start, s.err)
-	}
+	return nil
 }
 
 func (c *conn) wrapErr(code protocol.Code, start time.Time, err error) error {
@@ -279,89 +424,96 @@ func (s *session) fail(err error) {
 			err = fmt.Errorf("%w: connection to %s lost: %v", ErrBrokerUnavailable, s.c.addr, err)
 			s.c.o.logger.Debug("wharf client: connection lost", "addr", s.c.addr, "err", err)
 		}
+		s.mu.Lock()
 		s.err = err
 		close(s.done)
+		// Blocking calls see done; async ones are answered here.
+		var async []*pendingCall
+		for op, pc := range s.pending {
+			if pc.done != nil {
+				async = append(async, pc)
+				delete(s.pending, op)
+			}
+		}
+		s.async = 0
+		s.wbuf = nil
+		if s.drained != nil {
+			close(s.drained)
+			s.drained = nil
+		}
+		s.mu.Unlock()
 		s.nc.Close()
+		for _, pc := range async {
+			e := s.c.wrapErr(pc.code, pc.start, err)
+			s.c.callbacks.run(func() { pc.done(nil, e) })
+		}
 	})
 }
 
-func (s *session) register(opaque uint32, ch chan *protocol.Frame) bool {
+// expire fails the async calls whose deadline has passed.
+func (s *session) expire(now time.Time) {
+	var late []*pendingCall
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isDone() {
-		return false
+	if s.async > 0 {
+		for op, pc := range s.pending {
+			if pc.done != nil && now.After(pc.deadline) {
+				late = append(late, s.take(op))
+			}
+		}
 	}
-	s.pending[opaque] = ch
-	return true
-}
-
-func (s *session) unregister(opaque uint32) {
-	s.mu.Lock()
-	delete(s.pending, opaque)
 	s.mu.Unlock()
+	for _, pc := range late {
+		e := s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded)
+		s.c.callbacks.run(func() { pc.done(nil, e) })
+	}
 }
 
 func (s *session) writeLoop() {
 	defer s.c.wg.Done()
-	bw := bufio.NewWriterSize(s.nc, 64<<10)
-	write := func(b []byte) bool {
-		if _, err := bw.Write(b); err != nil {
-			s.fail(err)
-			return false
-		}
-		return true
-	}
-	heartbeat := func() bool {
+	heartbeat := func() {
 		if s.c.hello == nil {
-			return true
+			return
 		}
-		b, err := s.c.encode(s.c.opaque.Add(1), protocol.FlagOneway, s.c.hello())
-		if err != nil {
+		if _, err := s.enqueue(context.Background(), protocol.FlagOneway, s.c.hello(), nil); err != nil && !s.isDone() {
 			s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
-			return true
 		}
-		return write(b)
 	}
-	flush := func() bool {
-		if err := bw.Flush(); err != nil {
-			s.fail(err)
-			return false
-		}
-		return true
-	}
-	if !heartbeat() || !flush() {
-		return
-	}
+	heartbeat()
 	var tick <-chan time.Time
 	if s.c.hello != nil && s.c.o.heartbeat > 0 {
 		t := time.NewTicker(s.c.o.heartbeat)
 		defer t.Stop()
 		tick = t.C
 	}
+	// Deadlines of async calls are checked on a tick, a fraction of the
+	// request timeout.
+	sweep := time.NewTicker(min(max(s.c.o.timeout/8, 5*time.Millisecond), 100*time.Millisecond))
+	defer sweep.Stop()
+	var w []byte
 	for {
 		select {
-		case b := <-s.out:
-			if !write(b) {
+		case <-s.kick:
+			s.mu.Lock()
+			w, s.wbuf = s.wbuf, w[:0]
+			if s.drained != nil {
+				close(s.drained)
+				s.drained = nil
+			}
+			s.mu.Unlock()
+			if len(w) == 0 {
+				continue
+			}
+			if _, err := s.nc.Write(w); err != nil {
+				s.fail(err)
 				return
 			}
-			// Coalesce whatever else is queued into the same flush.
-			for more := true; more; {
-				select {
-				case b := <-s.out:
-					if !write(b) {
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if !flush() {
-				return
+			if cap(w) > 1<<20 {
+				w = nil // do not keep a burst's buffer for ever
 			}
 		case <-tick:
-			if !heartbeat() || !flush() {
-				return
-			}
+			heartbeat()
+		case now := <-sweep.C:
+			s.expire(now)
 		case <-s.done:
 			return
 		}
@@ -407,14 +559,17 @@ func (s *session) readLoop() {
 			continue
 		}
 		s.mu.Lock()
-		ch := s.pending[f.Opaque]
-		delete(s.pending, f.Opaque)
+		pc := s.take(f.Opaque)
 		s.mu.Unlock()
-		if ch == nil {
+		if pc == nil {
 			// A late answer to a call that timed out or was cancelled.
 			s.c.o.logger.Debug("wharf client: response for no pending request", "code", f.Code, "opaque", f.Opaque, "status", f.Status)
 			continue
 		}
-		ch <- f // buffered 1, one response per opaque
+		if pc.done != nil {
+			s.c.callbacks.run(func() { pc.done(f, nil) })
+		} else {
+			pc.ch <- f // buffered 1, one response per opaque
+		}
 	}
 }

@@ -131,6 +131,24 @@ func (p *Producer) sendOpts(opts []SendOption) sendOptions {
 	return so
 }
 
+// cachedQueue picks the queue for the next attempt if that needs no
+// request to the broker.
+func (p *Producer) cachedQueue(topic string, so sendOptions) (int32, bool) {
+	if so.queue >= 0 {
+		return so.queue, true
+	}
+	p.mu.Lock()
+	r := p.routes[topic]
+	p.mu.Unlock()
+	if r == nil || time.Since(r.fetched) > p.o.routeTTL {
+		return 0, false
+	}
+	if r.queues <= 0 {
+		return -1, true
+	}
+	return int32(r.next.Add(1)-1) % r.queues, true
+}
+
 // queueFor picks the queue for the next attempt.
 func (p *Producer) queueFor(ctx context.Context, topic string, so sendOptions) (int32, error) {
 	if so.queue >= 0 {
@@ -172,8 +190,34 @@ func (p *Producer) forgetRoute(topic string) {
 // retry runs attempt until it succeeds, fails for good, or the retries are
 // spent. attempt reports whether the broker stored the message.
 func (p *Producer) retry(ctx context.Context, topic string, attempt func() (stored bool, err error)) error {
+	return p.retryFrom(ctx, topic, 0, nil, attempt)
+}
+
+// retryFrom is retry after n attempts, the last of which failed with
+// lastErr (n = 0: none yet).
+func (p *Producer) retryFrom(ctx context.Context, topic string, n int, lastErr error, attempt func() (stored bool, err error)) error {
 	backoff := p.o.retryBackoff
-	for n := 0; ; n++ {
+	for range n - 1 {
+		backoff *= 2
+	}
+	for ; ; n++ {
+		if n > 0 {
+			if n > p.o.retries || !retryable(lastErr) || ctx.Err() != nil {
+				return lastErr
+			}
+			p.o.logger.Debug("wharf client: send failed, retrying", "topic", topic, "attempt", n, "err", lastErr)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return lastErr
+			case <-p.done:
+				t.Stop()
+				return ErrClosed
+			}
+			backoff *= 2
+		}
 		stored, err := attempt()
 		if err == nil || stored {
 			return err // stored: never resend (it would duplicate)
@@ -181,21 +225,7 @@ func (p *Producer) retry(ctx context.Context, topic string, attempt func() (stor
 		if errors.Is(err, ErrTopicNotExist) {
 			p.forgetRoute(topic)
 		}
-		if n >= p.o.retries || !retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		p.o.logger.Debug("wharf client: send failed, retrying", "topic", topic, "attempt", n+1, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-p.done:
-			t.Stop()
-			return ErrClosed
-		}
-		backoff *= 2
+		lastErr = err
 	}
 }
 
@@ -221,44 +251,67 @@ func (p *Producer) Send(ctx context.Context, msg *protocol.Message, opts ...Send
 func (p *Producer) send(ctx context.Context, msg *protocol.Message, so sendOptions) (SendResult, error) {
 	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
 	born := nowMs()
-	err := p.retry(ctx, msg.Topic, func() (bool, error) {
+	err := p.retry(ctx, msg.Topic, p.sendAttempt(ctx, msg, so, born, &res))
+	return res, err
+}
+
+// sendAttempt returns one blocking attempt to send msg, for retry.
+func (p *Producer) sendAttempt(ctx context.Context, msg *protocol.Message, so sendOptions, born int64, res *SendResult) func() (bool, error) {
+	return func() (bool, error) {
 		q, err := p.queueFor(ctx, msg.Topic, so)
 		if err != nil {
 			return false, err
 		}
-		f, err := p.c.call(ctx, &protocol.SendRequest{
-			ProducerGroup: p.o.producerGroup,
-			Topic:         msg.Topic,
-			QueueID:       q,
-			Flag:          msg.Flag,
-			BornTimestamp: born,
-			Properties:    msg.Properties,
-			Body:          msg.Body,
-		}, p.o.timeout)
-		if err != nil {
-			return false, err
-		}
-		res.Status = f.Status
-		if !f.Status.Stored() {
-			return false, statusError(f)
-		}
-		var resp protocol.SendResponse
-		if err := p.c.decode(f, &resp); err != nil {
-			return true, err // stored all the same: do not resend
-		}
-		res.MsgID, res.QueueID, res.QueueOffset = resp.MsgID, resp.QueueID, resp.QueueOffset
-		if f.Status != protocol.StatusOK {
-			return true, statusError(f)
-		}
-		return true, nil
-	})
-	return res, err
+		f, err := p.c.call(ctx, p.sendRequest(msg, q, born), p.o.timeout)
+		return p.sendOutcome(f, err, res)
+	}
 }
 
-// SendAsync sends msg in the background (as Send) and calls callback with
-// the outcome, on another goroutine. msg must not be modified until then.
-// If the producer is closed, callback is called with ErrClosed before
-// SendAsync returns. The caller bounds the number of sends in flight.
+func (p *Producer) sendRequest(msg *protocol.Message, q int32, born int64) *protocol.SendRequest {
+	return &protocol.SendRequest{
+		ProducerGroup: p.o.producerGroup,
+		Topic:         msg.Topic,
+		QueueID:       q,
+		Flag:          msg.Flag,
+		BornTimestamp: born,
+		Properties:    msg.Properties,
+		Body:          msg.Body,
+	}
+}
+
+// sendOutcome reads the answer to a SEND into res and reports whether the
+// broker stored the message.
+func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	res.Status = f.Status
+	if !f.Status.Stored() {
+		return false, statusError(f)
+	}
+	var resp protocol.SendResponse
+	if err := p.c.decode(f, &resp); err != nil {
+		return true, err // stored all the same: do not resend
+	}
+	res.MsgID, res.QueueID, res.QueueOffset = resp.MsgID, resp.QueueID, resp.QueueOffset
+	if f.Status != protocol.StatusOK {
+		return true, statusError(f)
+	}
+	return true, nil
+}
+
+// SendAsync sends msg in the background (as Send, with the same retries)
+// and calls callback with the outcome, on another goroutine. msg must not be
+// modified until then. If the producer is closed, callback is called with
+// ErrClosed before SendAsync returns. The caller bounds the number of sends
+// in flight.
+//
+// Callbacks run one at a time, in the order the answers arrive, on a
+// goroutine of the producer's: a callback may call the producer (even Send),
+// but a slow callback delays the ones after it. ctx's deadline (if earlier
+// than WithTimeout) bounds the wait for the answer; cancelling ctx after
+// SendAsync returned stops retries but does not withdraw a request already
+// written.
 func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callback func(SendResult, error), opts ...SendOption) {
 	so := p.sendOpts(opts)
 	if err := so.apply(msg); err != nil {
@@ -277,10 +330,36 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	}
 	p.wg.Add(1)
 	p.mu.Unlock()
-	go func() {
+	finish := func(res SendResult, err error) {
 		defer p.wg.Done()
-		callback(p.send(ctx, msg, so))
-	}()
+		callback(res, err)
+	}
+	q, ok := p.cachedQueue(msg.Topic, so)
+	if !ok {
+		// The topic's route must be fetched first: do the whole send on a
+		// goroutine of its own rather than block the caller.
+		go func() { finish(p.send(ctx, msg, so)) }()
+		return
+	}
+	// The first attempt goes out from here and completes on the
+	// connection's callback goroutine: no goroutine and no timer per send.
+	// Only a failed attempt that may be retried moves to a goroutine.
+	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
+	born := nowMs()
+	p.c.callAsync(ctx, p.sendRequest(msg, q, born), p.o.timeout, func(f *protocol.Frame, err error) {
+		stored, err := p.sendOutcome(f, err, &res)
+		if err == nil || stored || p.o.retries == 0 || !retryable(err) || ctx.Err() != nil {
+			finish(res, err)
+			return
+		}
+		if errors.Is(err, ErrTopicNotExist) {
+			p.forgetRoute(msg.Topic)
+		}
+		go func() {
+			err := p.retryFrom(ctx, msg.Topic, 1, err, p.sendAttempt(ctx, msg, so, born, &res))
+			finish(res, err)
+		}()
+	})
 }
 
 // SendOneway sends msg without waiting for (or getting) an answer: it
