@@ -131,6 +131,7 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 
 func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error {
 	sc := c.StoreConfig()
+	tuneGC(log)
 	log.Info("opening store", "dir", sc.StorePathRootDir)
 	started := time.Now()
 	store, rep, err := storage.Open(vfs.NewOS(), sc)
