@@ -72,6 +72,9 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 	if env.Logger == nil {
 		env.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Sends keep their properties encoded: the writer turns them straight
+	// into the log's encoding, without a Go map per message.
+	limits.RawProperties = true
 	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger}
 	empty := map[string]storage.TopicConfig{}
 	b.topicSnap.Store(&empty)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"strconv"
@@ -68,6 +69,7 @@ type writerActor struct {
 	preparing bool
 	out       []storage.AppendResult
 	msgs      []*storage.Message
+	props     []byte // this write's encoded properties (valid until the append)
 }
 
 func (w *writerActor) Receive(ctx actor.Context) {
@@ -235,6 +237,34 @@ func (w *writerActor) delay(topic string, queueID int32, props map[string]string
 	return storage.ScheduleTopic, q, out, nil
 }
 
+// appendStoreProperties appends a properties map as it came off the wire
+// (protocol.Message.RawProperties) to dst in the log's encoding. ok is
+// false, and dst unchanged, when the map must take the slow way through a
+// Go map: keys not in strictly increasing order (the log keeps one
+// encoding per message: sorted keys), or a delay property (the writer
+// rewrites delayed messages).
+func appendStoreProperties(dst, raw []byte) (out []byte, ok bool, err error) {
+	start := len(dst)
+	var prev []byte
+	ok = true
+	protocol.EachRawProperty(raw, func(k, v []byte) {
+		if !ok || err != nil {
+			return
+		}
+		if prev != nil && bytes.Compare(prev, k) >= 0 ||
+			string(k) == protocol.PropertyDelay || string(k) == protocol.PropertyTimerDeliverMs {
+			ok = false
+			return
+		}
+		dst, err = storage.AppendProperty(dst, k, v)
+		prev = k
+	})
+	if !ok || err != nil {
+		return dst[:start], ok, err
+	}
+	return dst, true, nil
+}
+
 // toStore converts an item's messages; the whole item is rejected if one
 // message cannot be stored, so a batch is all or nothing.
 func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message, error) {
@@ -246,13 +276,29 @@ func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message
 		if pm.Topic != "" && pm.Topic != it.topic {
 			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.topic)
 		}
-		topic, queueID, propMap, err := w.delay(it.topic, it.queueID, pm.Properties)
-		if err != nil {
-			return nil, err
+		topic, queueID := it.topic, it.queueID
+		var props []byte
+		fast := false
+		if pm.Properties == nil {
+			// Properties as they came off the wire: straight into the
+			// log's encoding, unless they need the map (see below).
+			at := len(w.props)
+			var err error
+			if w.props, fast, err = appendStoreProperties(w.props, pm.RawProperties); err != nil {
+				return nil, err
+			}
+			props = w.props[at:len(w.props):len(w.props)]
 		}
-		props, err := encodeProperties(propMap)
-		if err != nil {
-			return nil, err
+		if !fast {
+			var propMap map[string]string
+			var err error
+			topic, queueID, propMap, err = w.delay(it.topic, it.queueID, pm.PropertyMap())
+			if err != nil {
+				return nil, err
+			}
+			if props, err = encodeProperties(propMap); err != nil {
+				return nil, err
+			}
 		}
 		sm := &storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
 			Properties: props, BornTimestamp: it.bornTs, BornHost: host, ReconsumeTimes: it.reconsume}
@@ -274,6 +320,7 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		return
 	}
 	w.msgs = w.msgs[:0]
+	w.props = w.props[:0]
 	type span struct{ from, to int } // an item's messages in w.msgs
 	spans := make([]span, len(wb.items))
 	for i, it := range wb.items {

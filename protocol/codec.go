@@ -207,7 +207,7 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
 	}
 	if fc, ok := v.(fieldsCodec); ok {
-		r := &reader{b: b}
+		r := &reader{b: b, rawProps: lim.RawProperties}
 		if err := fc.decodeFieldsMap(r); err != nil {
 			return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
 		}

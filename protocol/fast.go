@@ -16,7 +16,7 @@ type fieldsCodec interface {
 
 func (r *SendRequest) appendFieldsMap(b []byte) []byte {
 	n := 5
-	if len(r.Properties) > 0 {
+	if len(r.Properties) > 0 || len(r.RawProperties) > 0 {
 		n++
 	}
 	// The struct's field order, as the generic encoder writes it.
@@ -34,6 +34,9 @@ func (r *SendRequest) appendFieldsMap(b []byte) []byte {
 	if len(r.Properties) > 0 {
 		b = appendStr(b, "properties")
 		b = appendProperties(b, r.Properties)
+	} else if len(r.RawProperties) > 0 {
+		b = appendStr(b, "properties")
+		b = append(b, r.RawProperties...)
 	}
 	return b
 }
@@ -66,7 +69,11 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 		case "bornTimestamp":
 			r.BornTimestamp, err = rd.int64()
 		case "properties":
-			r.Properties, err = decodeProperties(rd)
+			if rd.rawProps {
+				r.RawProperties, err = rawProperties(rd)
+			} else {
+				r.Properties, err = decodeProperties(rd)
+			}
 		default:
 			err = rd.skip()
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -267,6 +268,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if a := allocated(func() { decodeAsEverything(fr, lim) }); a > uint64(len(codeNames))*2*allocBound(n) {
 			t.Fatalf("decoding %d bytes as every type allocated %d", n, a)
 		}
+		checkRawProperties(t, fr, lim)
 		// A decoded frame re-encodes to a frame that decodes to the same header.
 		re := AppendFrame(nil, fr)
 		fr2, err := DecodeFrame(re, lim)
@@ -347,5 +349,46 @@ func TestWriteSeedCorpus(t *testing.T) {
 	}
 	for name, v := range hostileValues {
 		write("FuzzValidate", clean(name), v)
+	}
+}
+
+// checkRawProperties decodes a SEND or SEND_BATCH frame with and without
+// Limits.RawProperties: both must accept or reject it alike and give the
+// same properties.
+func checkRawProperties(t *testing.T, fr *Frame, lim Limits) {
+	t.Helper()
+	if fr.Code != CodeSendMessage && fr.Code != CodeSendBatchMessage || fr.IsResponse() {
+		return
+	}
+	rawLim := lim
+	rawLim.RawProperties = true
+	a, errA := DecodeRequest(fr, lim)
+	b, errB := DecodeRequest(fr, rawLim)
+	if (errA == nil) != (errB == nil) {
+		t.Fatalf("map decoding: %v; raw decoding: %v", errA, errB)
+	}
+	if errA != nil {
+		return
+	}
+	var ma, mb []Message
+	switch x := a.(type) {
+	case *SendRequest:
+		ma, mb = []Message{x.Message()}, []Message{b.(*SendRequest).Message()}
+	case *SendBatchRequest:
+		ma, mb = x.Messages, b.(*SendBatchRequest).Messages
+	}
+	for i := range ma {
+		if mb[i].Properties != nil {
+			t.Fatalf("message %d: raw decoding filled Properties", i)
+		}
+		for k, v := range ma[i].Properties {
+			if got := mb[i].Property(k); got != v {
+				t.Fatalf("message %d: property %q: raw %q, map %q", i, k, got, v)
+			}
+		}
+		pa, pb := ma[i].Properties, mb[i].PropertyMap()
+		if len(pa) != len(pb) || !maps.Equal(pa, pb) {
+			t.Fatalf("message %d: raw properties %v, map %v", i, pb, pa)
+		}
 	}
 }

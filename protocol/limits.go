@@ -23,6 +23,14 @@ type Limits struct {
 	MaxListItems int
 	// MaxDepth is the deepest msgpack nesting accepted (at most HardMaxDepth).
 	MaxDepth int
+	// RawProperties makes DecodeRequest leave the properties of SEND and
+	// SEND_BATCH messages as they arrived: Message.RawProperties (and
+	// SendRequest.RawProperties) hold the validated msgpack map, aliasing
+	// the frame, and Properties stays nil. The broker sets it: it stores
+	// properties in its own encoding and needs few of them by name, so a Go
+	// map per message would be pure overhead. Not a limit, but decoding
+	// configuration that travels with the limits.
+	RawProperties bool
 }
 
 // Default limits.

@@ -23,6 +23,12 @@ type Message struct {
 	Flag       int32             `msgpack:"flag"`
 	Body       []byte            `msgpack:"body"`
 	Properties map[string]string `msgpack:"properties,omitempty"`
+	// RawProperties is the properties map as it arrived on the wire, when
+	// the decoder was asked to keep it encoded (Limits.RawProperties); then
+	// Properties is nil. The accessors below read either; the setters turn
+	// it into Properties first. The encoders write it when Properties is
+	// empty.
+	RawProperties []byte `msgpack:"-"`
 }
 
 // MessageExt is a stored message as pulls and queries return it.
@@ -43,11 +49,29 @@ type MessageExt struct {
 }
 
 // Property returns the value of property k ("" if absent).
-func (m *Message) Property(k string) string { return m.Properties[k] }
+func (m *Message) Property(k string) string {
+	if m.Properties == nil && len(m.RawProperties) > 0 {
+		return RawProperty(m.RawProperties, k)
+	}
+	return m.Properties[k]
+}
+
+// PropertyMap returns the properties as a map, decoding RawProperties into
+// Properties first if needed (the map is m's own: changes to it are
+// changes to m).
+func (m *Message) PropertyMap() map[string]string {
+	if m.Properties == nil && len(m.RawProperties) > 0 {
+		props := make(map[string]string, 8)
+		EachRawProperty(m.RawProperties, func(k, v []byte) { props[string(k)] = string(v) })
+		m.Properties, m.RawProperties = props, nil
+	}
+	return m.Properties
+}
 
 // SetProperty sets property k, creating the map if needed. An empty value
 // deletes the property.
 func (m *Message) SetProperty(k, v string) {
+	m.PropertyMap()
 	if v == "" {
 		delete(m.Properties, k)
 		return
@@ -59,17 +83,18 @@ func (m *Message) SetProperty(k, v string) {
 }
 
 // Tags returns the TAGS property.
-func (m *Message) Tags() string { return m.Properties[PropertyTags] }
+func (m *Message) Tags() string { return m.Property(PropertyTags) }
 
 // SetTags sets the TAGS property.
 func (m *Message) SetTags(tags string) { m.SetProperty(PropertyTags, tags) }
 
 // Keys returns the KEYS property split on spaces.
 func (m *Message) Keys() []string {
-	if m.Properties[PropertyKeys] == "" {
+	keys := m.Property(PropertyKeys)
+	if keys == "" {
 		return nil
 	}
-	return strings.Fields(m.Properties[PropertyKeys])
+	return strings.Fields(keys)
 }
 
 // SetKeys sets the KEYS property to the keys joined by spaces. A key
@@ -79,14 +104,14 @@ func (m *Message) SetKeys(keys ...string) {
 }
 
 // UniqKey returns the UNIQ_KEY property.
-func (m *Message) UniqKey() string { return m.Properties[PropertyUniqKey] }
+func (m *Message) UniqKey() string { return m.Property(PropertyUniqKey) }
 
 // SetUniqKey sets the UNIQ_KEY property.
 func (m *Message) SetUniqKey(id string) { m.SetProperty(PropertyUniqKey, id) }
 
 // DelayLevel returns the DELAY property as a number (0 if absent or invalid).
 func (m *Message) DelayLevel() int {
-	n, err := strconv.Atoi(m.Properties[PropertyDelay])
+	n, err := strconv.Atoi(m.Property(PropertyDelay))
 	if err != nil || n < 0 {
 		return 0
 	}
@@ -103,7 +128,7 @@ func (m *Message) SetDelayLevel(level int) {
 }
 
 // WaitStoreMsgOK returns the WAIT property: true unless it is "false".
-func (m *Message) WaitStoreMsgOK() bool { return m.Properties[PropertyWait] != "false" }
+func (m *Message) WaitStoreMsgOK() bool { return m.Property(PropertyWait) != "false" }
 
 // SetWaitStoreMsgOK sets the WAIT property ("false" or absent).
 func (m *Message) SetWaitStoreMsgOK(wait bool) {
@@ -159,7 +184,7 @@ func (m *Message) Validate(lim Limits) error {
 	if len(m.Body) > lim.MaxMessageSize {
 		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
 	}
-	for k, v := range m.Properties {
+	for k, v := range m.PropertyMap() {
 		if k == "" {
 			return fmt.Errorf("%w: empty property key", ErrMessageIllegal)
 		}
@@ -199,12 +224,15 @@ func (m *Message) appendFields(b []byte) []byte {
 	if len(m.Properties) > 0 {
 		b = appendStr(b, "properties")
 		b = appendProperties(b, m.Properties)
+	} else if len(m.RawProperties) > 0 {
+		b = appendStr(b, "properties")
+		b = append(b, m.RawProperties...)
 	}
 	return b
 }
 
 func (m *Message) fieldCount() int {
-	if len(m.Properties) > 0 {
+	if len(m.Properties) > 0 || len(m.RawProperties) > 0 {
 		return 4
 	}
 	return 3
@@ -286,6 +314,60 @@ func decodeProperties(r *reader) (map[string]string, error) {
 	return props, nil
 }
 
+// rawProperties checks that the next value is a map of strings to strings
+// and returns its encoding (nil for an empty map), aliasing r's bytes.
+func rawProperties(r *reader) ([]byte, error) {
+	start := r.p
+	n, err := r.mapLen()
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	for range 2 * n {
+		if _, err := r.rawStr(); err != nil {
+			return nil, err
+		}
+	}
+	return r.b[start:r.p], nil
+}
+
+// EachRawProperty calls fn with every key and value of a properties map
+// kept encoded (Message.RawProperties, as validated by the decoder), in
+// wire order. k and v alias raw.
+func EachRawProperty(raw []byte, fn func(k, v []byte)) {
+	if len(raw) == 0 {
+		return
+	}
+	r := &reader{b: raw}
+	n, err := r.mapLen()
+	if err != nil {
+		return
+	}
+	for range n {
+		k, err := r.rawStr()
+		if err != nil {
+			return
+		}
+		v, err := r.rawStr()
+		if err != nil {
+			return
+		}
+		fn(k, v)
+	}
+}
+
+// RawProperty returns the value of key in a properties map kept encoded
+// ("" if absent). Of repeated keys the last counts, as when the map is
+// decoded.
+func RawProperty(raw []byte, key string) string {
+	var last []byte
+	EachRawProperty(raw, func(k, v []byte) {
+		if string(k) == key {
+			last = v
+		}
+	})
+	return string(last)
+}
+
 // minListElem is the smallest encoding of a list element this package
 // accepts: every message map has a "body" key (0x81 0xa4 "body" 0xc4 0x00 is
 // 8 bytes), and other lists are held to the same bound. A list may therefore
@@ -316,7 +398,11 @@ func decodeMessage(r *reader, m *Message, x *MessageExt) error {
 			m.Body, err = r.rawStr()
 			sawBody = true
 		case "properties":
-			m.Properties, err = decodeProperties(r)
+			if r.rawProps && x == nil {
+				m.RawProperties, err = rawProperties(r)
+			} else {
+				m.Properties, err = decodeProperties(r)
+			}
 		default:
 			if x == nil {
 				err = r.skip()
@@ -376,7 +462,7 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	if err := Validate(body, lim.MaxDepth); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrFrameIllegal, what, err)
 	}
-	r := &reader{b: body}
+	r := &reader{b: body, rawProps: lim.RawProperties}
 	n, err := r.arrayLen()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

@@ -99,8 +99,9 @@ func appendInt(b []byte, v int64) []byte {
 // reader walks validated msgpack. Every method checks bounds anyway, so a
 // bug upstream turns into an error, never a panic.
 type reader struct {
-	b []byte
-	p int
+	b        []byte
+	p        int
+	rawProps bool // keep message properties encoded (Limits.RawProperties)
 }
 
 func (r *reader) errf(format string, args ...any) error {

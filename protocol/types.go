@@ -17,11 +17,13 @@ type SendRequest struct {
 	BornTimestamp int64             `msgpack:"bornTimestamp"` // producer's clock, Unix ms
 	Properties    map[string]string `msgpack:"properties,omitempty"`
 	Body          []byte            `msgpack:"-"` // the frame body
+	// RawProperties: see Message.RawProperties.
+	RawProperties []byte `msgpack:"-"`
 }
 
 // Message returns the message the request carries (sharing Body and Properties).
 func (r *SendRequest) Message() Message {
-	return Message{Topic: r.Topic, Flag: r.Flag, Body: r.Body, Properties: r.Properties}
+	return Message{Topic: r.Topic, Flag: r.Flag, Body: r.Body, Properties: r.Properties, RawProperties: r.RawProperties}
 }
 
 func (r *SendRequest) appendBody(b []byte) ([]byte, error) { return append(b, r.Body...), nil }

@@ -412,6 +412,22 @@ func EncodeProperties(kv ...string) ([]byte, error) {
 	return b, nil
 }
 
+// AppendProperty appends one key/value pair to an encoded properties
+// string. Neither may contain the separators \x01 and \x02.
+func AppendProperty(dst, key, value []byte) ([]byte, error) {
+	for _, s := range [2][]byte{key, value} {
+		for _, c := range s {
+			if c == propNameSep || c == propValueSep {
+				return dst, fmt.Errorf("%w: property %q contains a separator byte", ErrIllegal, s)
+			}
+		}
+	}
+	dst = append(dst, key...)
+	dst = append(dst, propNameSep)
+	dst = append(dst, value...)
+	return append(dst, propValueSep), nil
+}
+
 // Property returns the value of key in an encoded properties string without
 // allocating.
 func Property(props []byte, key string) (string, bool) {
