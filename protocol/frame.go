@@ -66,18 +66,24 @@ func Split(buf []byte, lim Limits) (frameLen int, err error) {
 	if len(buf) < 4 {
 		return 0, nil
 	}
-	lim = lim.norm()
+	// Only the two size limits matter here: normalise just them (Split
+	// runs for every frame, twice).
+	maxFrame, maxHeader := int64(lim.MaxFrameSize), int64(lim.MaxHeaderSize)
+	if maxFrame <= 0 || maxFrame > maxU32Frame || maxHeader <= 0 {
+		n := lim.norm()
+		maxFrame, maxHeader = int64(n.MaxFrameSize), int64(n.MaxHeaderSize)
+	}
 	length := int64(binary.BigEndian.Uint32(buf))
-	if length > int64(lim.MaxFrameSize)-4 {
-		return 0, fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, 4+length, lim.MaxFrameSize)
+	if length > maxFrame-4 {
+		return 0, fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, 4+length, maxFrame)
 	}
 	if length < minLength {
 		return 0, fmt.Errorf("%w: declared length %d is too small", ErrFrameIllegal, length)
 	}
 	if len(buf) >= PrefixSize {
 		hl := int64(binary.BigEndian.Uint32(buf[4:]))
-		if hl > int64(lim.MaxHeaderSize) {
-			return 0, fmt.Errorf("%w: header length %d, limit %d", ErrFrameTooLarge, hl, lim.MaxHeaderSize)
+		if hl > maxHeader {
+			return 0, fmt.Errorf("%w: header length %d, limit %d", ErrFrameTooLarge, hl, maxHeader)
 		}
 		if hl == 0 || hl > length-4 {
 			return 0, fmt.Errorf("%w: header length %d in a frame of length %d", ErrFrameIllegal, hl, length)

@@ -149,18 +149,7 @@ func benchTimed(ctx context.Context, o *benchFlags, b *benchBroker, sc string, s
 			}
 		}()
 	}
-	// The clients share the machine's cores with the broker, so their CPU
-	// caps the throughput as much as the broker's: profile them too.
-	stopClientProf := func() {}
-	if o.profileDir != "" {
-		if f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-client-cpu.pprof", sc, size))); err == nil {
-			if err := pprof.StartCPUProfile(f); err == nil {
-				stopClientProf = func() { pprof.StopCPUProfile(); f.Close() }
-			} else {
-				f.Close()
-			}
-		}
-	}
+	stopClientProf := startClientProfile(o, sc, size)
 	var early error
 	select {
 	case early = <-loadErr:
@@ -450,6 +439,7 @@ func benchConsume(ctx context.Context, o *benchFlags, b *benchBroker, topic stri
 			_ = b.profile(o.profileDir, fmt.Sprintf("consume-backlog-%d-cpu.pprof", size), "profile", 2)
 		}()
 	}
+	stopClientProf := startClientProfile(o, "consume-backlog", size)
 	cons.open()
 	for q := range maxOff {
 		wg.Add(1)
@@ -474,6 +464,7 @@ func benchConsume(ctx context.Context, o *benchFlags, b *benchBroker, topic stri
 	wg.Wait()
 	cons.close()
 	cpu1 := b.cpu()
+	stopClientProf()
 	profWG.Wait()
 	if o.profileDir != "" {
 		_ = b.profile(o.profileDir, fmt.Sprintf("consume-backlog-%d-allocs-after.pprof", size), "allocs", 0)
@@ -561,4 +552,23 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// startClientProfile starts a CPU profile of this process (the bench's
+// clients) when --profile is set, and returns what stops it. The clients
+// share the machine's cores with the broker, so their CPU caps the
+// throughput as much as the broker's.
+func startClientProfile(o *benchFlags, sc string, size int) (stop func()) {
+	if o.profileDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-client-cpu.pprof", sc, size)))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
