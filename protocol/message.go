@@ -301,7 +301,7 @@ func decodeProperties(r *reader) (map[string]string, error) {
 	// Do not trust n for the allocation: grow as pairs actually arrive.
 	props := make(map[string]string, min(n, 8))
 	for range n {
-		k, err := r.str()
+		k, err := r.strSeen() // the same few names in every message
 		if err != nil {
 			return nil, err
 		}
@@ -391,7 +391,7 @@ func decodeMessage(r *reader, m *Message, x *MessageExt) error {
 		}
 		switch string(key) {
 		case "topic":
-			m.Topic, err = r.str()
+			m.Topic, err = r.strSeen()
 		case "flag":
 			m.Flag, err = r.int32()
 		case "body":
@@ -435,9 +435,9 @@ func decodeExtField(r *reader, x *MessageExt, key []byte) (err error) {
 	case "storeTimestamp":
 		x.StoreTimestamp, err = r.int64()
 	case "bornHost":
-		x.BornHost, err = r.str()
+		x.BornHost, err = r.strSeen()
 	case "storeHost":
-		x.StoreHost, err = r.str()
+		x.StoreHost, err = r.strSeen()
 	case "msgId":
 		x.MsgID, err = r.str()
 	case "reconsumeTimes":

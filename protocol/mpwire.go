@@ -102,6 +102,35 @@ type reader struct {
 	b        []byte
 	p        int
 	rawProps bool // keep message properties encoded (Limits.RawProperties)
+
+	// Strings that repeat from message to message of one list (topic,
+	// hosts, property names) are allocated once per list: seen holds the
+	// last few, strSeen returns one of them when the bytes match.
+	seen *[8]string // allocated on first use
+	next int
+}
+
+// strSeen reads a string like str, but returns an earlier string of this
+// reader with the same bytes instead of allocating a new one. For the
+// strings of a message list that repeat (at most len(seen) distinct ones
+// are remembered).
+func (r *reader) strSeen() (string, error) {
+	b, err := r.rawStr()
+	if err != nil {
+		return "", err
+	}
+	if r.seen == nil {
+		r.seen = new([8]string)
+	}
+	for _, s := range r.seen {
+		if s == string(b) && s != "" {
+			return s, nil
+		}
+	}
+	s := string(b)
+	r.seen[r.next] = s
+	r.next = (r.next + 1) % len(r.seen)
+	return s, nil
 }
 
 func (r *reader) errf(format string, args ...any) error {
