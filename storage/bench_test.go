@@ -41,8 +41,12 @@ func benchMessages(n, size int, topic string, queues int) []*Message {
 // of 1 KiB bodies) so the run measures appends, not the kernel's write-back:
 // past the dirty-page limit any writer is held to the disk's write bandwidth.
 func BenchmarkAppend(b *testing.B) {
-	for _, size := range []int{1024, 128} {
-		b.Run(fmt.Sprintf("body=%d", size), func(b *testing.B) {
+	for _, c := range []struct {
+		size int
+		warm bool
+	}{{1024, true}, {128, true}, {1024, false}, {128, false}} {
+		size := c.size
+		b.Run(fmt.Sprintf("body=%d/warm=%v", size, c.warm), func(b *testing.B) {
 			batch := benchMessages(32, size, "bench", 8)
 			perSeg := int64(1<<30) / int64(len(batch)*(size+200))
 			var s *Store
@@ -55,7 +59,9 @@ func BenchmarkAppend(b *testing.B) {
 					if s != nil {
 						s.closeFiles()
 					}
-					s, _ = mustOpen(b, vfs.NewOS(), benchConfig(b.TempDir(), 1<<30))
+					cfg := benchConfig(b.TempDir(), 1<<30)
+					cfg.WarmMappedFileEnable = c.warm
+					s, _ = mustOpen(b, vfs.NewOS(), cfg)
 					if err := s.CommitLog().Prepare(); err != nil {
 						b.Fatal(err)
 					}

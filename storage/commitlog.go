@@ -86,6 +86,9 @@ type CommitLog struct {
 	// each queue. Owned by the writer.
 	queueOffsets map[QueueKey]int64
 
+	wbuf []byte      // AppendBatch's encoding buffer (writer only)
+	undo []queueNext // AppendBatch's undo log of queue offsets (writer only)
+
 	// graveyard holds segments removed by retention until the next retention
 	// pass, so a reader that took a slice of their mapping just before the
 	// removal never touches unmapped memory.
@@ -316,6 +319,36 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 		cur = segs[len(segs)-1]
 	}
 	off := c.maxOffset.Load()
+	// The records are encoded into c.wbuf and written into the segment's
+	// file with one WriteAt per run (pwrite into the page cache), not
+	// stored through the mapping: a store to a mapped page the kernel has
+	// cleaned (written back) or not yet faulted in takes a page fault, and
+	// on ext4 that starts a journal handle, which waits while the journal
+	// commits. Appends then stalled for milliseconds at every checkpoint and
+	// flush. Readers still read through the mapping: it is the same page
+	// cache. A run whose write fails is not stored: its results are cut
+	// and its queue offsets restored, and the log refuses later appends.
+	runAt := off         // log offset of c.wbuf[0]
+	runStart := len(out) // first result of the run
+	c.wbuf = c.wbuf[:0]  // the run's bytes
+	undo := c.undo[:0]   // queue offsets before the run's records
+	defer func() { c.undo = undo[:0] }()
+	writeRun := func() error {
+		if len(c.wbuf) > 0 {
+			if _, err := cur.f.WriteAt(c.wbuf, runAt-cur.start); err != nil {
+				out = out[:runStart] // not stored
+				for i := len(undo) - 1; i >= 0; i-- {
+					c.queueOffsets[undo[i].k] = undo[i].next
+				}
+				return fmt.Errorf("storage: write commitlog %s at %d: %w", segmentName(cur.start), runAt-cur.start, err)
+			}
+		}
+		undo = undo[:0]
+		runAt += int64(len(c.wbuf))
+		runStart = len(out)
+		c.wbuf = c.wbuf[:0]
+		return nil
+	}
 	for _, m := range msgs {
 		size, err := RecordSize(m, c.storeHost)
 		if err == nil && size > c.maxMsg {
@@ -327,28 +360,50 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 		}
 		if cur == nil || off+int64(size)+BlankRecordSize > cur.end() {
 			if cur != nil && off < cur.end() { // after recovery the log may end exactly at a segment end
-				pos := off - cur.start
-				EncodeBlank(cur.data[pos:], int(cur.end()-off))
+				n := int(cur.end() - off)
+				c.wbuf = slices.Grow(c.wbuf, n)[:len(c.wbuf)+n]
+				EncodeBlank(c.wbuf[len(c.wbuf)-n:], n)
 				off = cur.end()
+			}
+			if cur != nil {
+				if err := writeRun(); err != nil {
+					return out, c.fail(err)
+				}
 				c.maxOffset.Store(off)
 			}
 			if cur, err = c.roll(); err != nil {
 				return out, c.fail(err)
 			}
+			runAt = off
 		}
 		k := QueueKey{m.Topic, m.QueueID}
 		qo := c.queueOffsets[k]
+		undo = append(undo, queueNext{k, qo})
 		if Bugs.SkipQueueOffset && qo%5 == 3 {
 			qo++
 		}
-		pos := off - cur.start
-		EncodeRecord(cur.data[pos:pos+int64(size)], m, qo, off, storeTimestamp, c.storeHost)
 		c.queueOffsets[k] = qo + 1
+		c.wbuf = slices.Grow(c.wbuf, size)[:len(c.wbuf)+size]
+		EncodeRecord(c.wbuf[len(c.wbuf)-size:], m, qo, off, storeTimestamp, c.storeHost)
 		out = append(out, AppendResult{PhyOffset: off, Size: int32(size), QueueOffset: qo, StoreTimestamp: storeTimestamp})
 		off += int64(size)
 	}
+	if cur != nil {
+		if err := writeRun(); err != nil {
+			return out, c.fail(err)
+		}
+	}
 	c.maxOffset.Store(off)
+	if cap(c.wbuf) > 8<<20 {
+		c.wbuf = nil // do not keep a huge batch's buffer
+	}
 	return out, nil
+}
+
+// queueNext is a queue's next offset (AppendBatch's undo log).
+type queueNext struct {
+	k    QueueKey
+	next int64
 }
 
 // AppendRaw writes bytes copied from another broker's CommitLog at exactly

@@ -27,7 +27,7 @@ type Config struct {
 	MaxIndexNum                int
 	CheckCRCOnRecover          bool
 	StoreHost                  netip.AddrPort
-	WarmMappedFileEnable       bool // pre-touch new segments
+	WarmMappedFileEnable       bool // keep a window ahead of the log's end populated (see CommitLog.WarmAhead)
 
 	Retention RetentionPolicy
 }

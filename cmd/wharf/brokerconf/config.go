@@ -54,7 +54,7 @@ type Config struct {
 	MaxMessageSize int `conf:"maxMessageSize"`
 	// Check every record's CRC when recovering after a crash.
 	CheckCRCOnRecover bool `conf:"checkCRCOnRecover"`
-	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated, so appends do not fault (Wharf default true).
+	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated (MADV_POPULATE_WRITE); off by default: appends write through the page cache and populating only added CPU and ext4 journal stalls.
 	WarmMapedFileEnable bool `conf:"warmMapedFileEnable"`
 	// Build the message index used by queries by key and by message id.
 	MessageIndexEnable bool `conf:"messageIndexEnable"`
@@ -154,8 +154,8 @@ const fallbackBrokerName = "broker-a"
 
 // Default returns the configuration of a broker started without a file or
 // flags: RocketMQ's defaults, except where Config's comments say otherwise
-// (storePathRootDir ./data, brokerIP1 127.0.0.1, inSyncReplicas 2,
-// warmMapedFileEnable true, and the Wharf-only maxFrameSize and
+// (storePathRootDir ./data, brokerIP1 127.0.0.1, inSyncReplicas 2, and the
+// Wharf-only maxFrameSize and
 // maxOutboundBytes). haListenPort 0 and an empty storePathCommitLog mean
 // "derived": Resolve, Load and Parse fill them in.
 func Default() Config {
@@ -182,7 +182,7 @@ func Default() Config {
 		MappedFileSizeConsumeQueue: 300_000 * 20,
 		MaxMessageSize:             4 << 20,
 		CheckCRCOnRecover:          true,
-		WarmMapedFileEnable:        true,
+		WarmMapedFileEnable:        false,
 		MessageIndexEnable:         true,
 		MaxHashSlotNum:             5_000_000,
 		MaxIndexNum:                20_000_000,

@@ -22,6 +22,7 @@ var zeroDefaults = map[string]bool{
 	"storePathCommitLog":            true, // ${storePathRootDir}/commitlog
 	"slaveReadEnable":               true, // RocketMQ's default
 	"haSlaveCatchUpFromLastSegment": true, // a new slave copies everything the master retains
+	"warmMapedFileEnable":           true, // RocketMQ's default; appends go through pwrite
 }
 
 // TestEveryKeyComplete holds the invariants that keep the keys, flags and

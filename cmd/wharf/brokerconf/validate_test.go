@@ -150,12 +150,11 @@ diskSpaceWarningLevelRatio=88
 }
 
 // TestStoreConfigDefaults: the defaults map onto storage's defaults, except
-// for the root, the store host and the pre-touch Wharf turns on.
+// for the root and the store host.
 func TestStoreConfigDefaults(t *testing.T) {
 	got := Default().StoreConfig()
 	want := storage.DefaultConfig("./data")
 	want.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
-	want.WarmMappedFileEnable = true
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
