@@ -3,18 +3,21 @@ package main
 import "runtime"
 
 // poolDispatcher is the production Dispatcher seam: mailbox runs go to a
-// fixed set of long-lived goroutines instead of a new goroutine each
+// set of long-lived idle goroutines instead of a new goroutine each
 // (protoactor's default), which saves the goroutine start and the stack
-// growth every time an idle actor gets a message. If every worker is busy
-// and the queue is full, a run gets a goroutine of its own, so a slow actor
-// never blocks a sender.
+// growth every time an idle actor gets a message. A run is handed only to
+// a worker that is waiting for work (the channel is unbuffered); when every
+// worker is busy the run gets a goroutine of its own. It never waits in a
+// queue: with a queue, actors blocked in the disk (the ConsumeQueue flushes
+// of a checkpoint) held every worker while the CommitLogWriter's run sat
+// behind them, and acks stalled for 10-20 ms once a second.
 type poolDispatcher struct {
 	work       chan func()
 	throughput int
 }
 
-func newPoolDispatcher(workers, queue, throughput int) *poolDispatcher {
-	d := &poolDispatcher{work: make(chan func(), queue), throughput: throughput}
+func newPoolDispatcher(workers, throughput int) *poolDispatcher {
+	d := &poolDispatcher{work: make(chan func()), throughput: throughput}
 	for range workers {
 		go func() {
 			for fn := range d.work {
@@ -39,5 +42,5 @@ func (d *poolDispatcher) Schedule(fn func()) {
 func (d *poolDispatcher) Throughput() int { return d.throughput }
 
 func defaultDispatcher() *poolDispatcher {
-	return newPoolDispatcher(max(4, 2*runtime.GOMAXPROCS(0)), 4096, 300)
+	return newPoolDispatcher(max(8, 4*runtime.GOMAXPROCS(0)), 300)
 }
