@@ -89,8 +89,14 @@ func benchRunOn(ctx context.Context, o *benchFlags, b *benchBroker, sc string, s
 	case "consume-backlog":
 		return benchConsume(ctx, o, b, topic, body, copts, stderr)
 	case "e2e-10k":
+		// The consumer joins and gets its queues before the clock starts.
+		e2e, err := newBenchE2E(ctx, b.addr, topic, o.queues, copts)
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer e2e.close()
 		rec, res, err = benchTimed(ctx, o, b, sc, size, stderr, func(load context.Context, rec *benchRecorder) error {
-			return benchE2E(load, b.addr, topic, size, o.rate, copts, rec)
+			return e2e.publish(load, size, o.rate, rec)
 		})
 		if err == nil && rec != nil {
 			res.Note = fmt.Sprintf("publish->consume at %d msg/s: push consumer (long polling), latency from a timestamp in the body", o.rate)
@@ -279,40 +285,72 @@ func benchSync(ctx context.Context, addr, topic string, body []byte, n int, copt
 	return nil
 }
 
-// benchE2E publishes at rate msg/s (async, paced every millisecond) with the
-// send time in the first 8 bytes of the body, and push-consumes them.
-func benchE2E(ctx context.Context, addr, topic string, size, rate int, copts []client.Option, rec *benchRecorder) error {
+// benchE2E is the e2e-10k scenario: a push consumer in its own group and a
+// producer, set up before the clock starts.
+type benchE2E struct {
+	topic string
+	c     *client.PushConsumer
+	p     *client.Producer
+	rec   atomic.Pointer[benchRecorder] // where the consumer records; nil before publish
+}
+
+// newBenchE2E starts the consumer, waits until the group has handed it
+// every queue (it starts each at the queue's end: messages sent before that
+// would never be consumed, and the window would count too few) and its first
+// long polls are parked, and connects the producer.
+func newBenchE2E(ctx context.Context, addr, topic string, queues int, copts []client.Option) (*benchE2E, error) {
+	e := &benchE2E{topic: topic}
 	group := fmt.Sprintf("bench-e2e-%d", time.Now().UnixNano())
 	c, err := client.NewPushConsumer(addr, group, append(copts,
 		client.WithConsumeFrom(client.ConsumeFromLast),
 		client.WithPullBatchSize(32), client.WithConsumeBatchSize(32))...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
+	e.c = c
 	err = c.Subscribe(topic, "*", func(_ context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
 		now := time.Now().UnixNano()
+		rec := e.rec.Load()
 		for _, m := range msgs {
-			if len(m.Body) >= 8 {
+			if len(m.Body) >= 8 && rec != nil {
 				sent := int64(binary.LittleEndian.Uint64(m.Body))
 				rec.done(1, time.Duration(now-sent), nil)
 			}
 		}
 		return client.ConsumeSuccess
 	})
+	if err == nil {
+		err = c.Start(ctx)
+	}
 	if err != nil {
-		return err
+		c.Close()
+		return nil, err
 	}
-	if err := c.Start(ctx); err != nil {
-		return err
+	for waited := time.Duration(0); len(c.Assignment()) < queues; waited += 10 * time.Millisecond {
+		if waited > 15*time.Second || ctx.Err() != nil {
+			c.Close()
+			return nil, fmt.Errorf("the e2e consumer has %d of the %d queues after %v", len(c.Assignment()), queues, waited)
+		}
+		benchSleep(ctx, 10*time.Millisecond)
 	}
-	p, err := client.NewProducer(addr, copts...)
-	if err != nil {
-		return err
+	if e.p, err = client.NewProducer(addr, copts...); err != nil {
+		c.Close()
+		return nil, err
 	}
-	defer p.Close()
-	// Give the consumer a moment to have its first long polls parked.
 	benchSleep(ctx, 100*time.Millisecond)
+	return e, nil
+}
+
+func (e *benchE2E) close() {
+	e.p.Close()
+	e.c.Close()
+}
+
+// publish sends at rate msg/s (async, paced every millisecond) until ctx
+// ends; the consumer records each message's latency into rec.
+func (e *benchE2E) publish(ctx context.Context, size, rate int, rec *benchRecorder) error {
+	e.rec.Store(rec)
+	p := e.p
 	const maxInflight = 4096
 	sem := make(chan struct{}, maxInflight)
 	var inflight sync.WaitGroup
@@ -337,7 +375,7 @@ loop:
 			b := make([]byte, size)
 			binary.LittleEndian.PutUint64(b, uint64(time.Now().UnixNano()))
 			inflight.Add(1)
-			p.SendAsync(context.Background(), benchMessage(topic, b), func(_ client.SendResult, err error) {
+			p.SendAsync(context.Background(), benchMessage(e.topic, b), func(_ client.SendResult, err error) {
 				if err != nil {
 					rec.done(1, 0, err)
 				}
