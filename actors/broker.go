@@ -189,8 +189,14 @@ func (b *Broker) Deliver(in *Inbound) {
 		return
 	}
 	var sends []*sendItem
-	for _, f := range in.Frames {
-		r := &request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway()}
+	// One allocation per burst for what every request of it needs, instead
+	// of several per request (a burst often holds hundreds of sends).
+	reqs := make([]request, len(in.Frames))
+	var items []sendItem
+	var single []protocol.Message
+	for i, f := range in.Frames {
+		r := &reqs[i]
+		*r = request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway()}
 		if f.IsResponse() {
 			b.respond(r, protocol.StatusFrameIllegal, "a response frame sent to the broker", nil)
 			in.Conn.Close("client sent a response frame")
@@ -208,12 +214,23 @@ func (b *Broker) Deliver(in *Inbound) {
 		}
 		switch m := req.(type) {
 		case *protocol.SendRequest:
-			msg := m.Message()
-			sends = append(sends, &sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
-				msgs: []protocol.Message{msg}})
+			if items == nil {
+				items = make([]sendItem, 0, len(in.Frames)) // never grows: pointers into it stay valid
+			}
+			if single == nil {
+				single = make([]protocol.Message, 0, len(in.Frames))
+			}
+			single = append(single, m.Message())
+			items = append(items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
+				msgs: single[len(single)-1 : len(single) : len(single)]})
+			sends = append(sends, &items[len(items)-1])
 		case *protocol.SendBatchRequest:
-			sends = append(sends, &sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
+			if items == nil {
+				items = make([]sendItem, 0, len(in.Frames))
+			}
+			items = append(items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
 				msgs: m.Messages, batch: true})
+			sends = append(sends, &items[len(items)-1])
 		case *protocol.PullRequest:
 			b.sys.Root.Send(b.reput, &pullMsg{request: r, req: m})
 		case *protocol.QueryMessageRequest:

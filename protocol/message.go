@@ -184,18 +184,26 @@ func (m *Message) Validate(lim Limits) error {
 	if len(m.Body) > lim.MaxMessageSize {
 		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
 	}
+	n := 0 // PropertiesSize, in the same pass (Validate runs for every message sent)
 	for k, v := range m.PropertyMap() {
 		if k == "" {
 			return fmt.Errorf("%w: empty property key", ErrMessageIllegal)
 		}
-		if strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+		if hasSeparator(k) || hasSeparator(v) {
 			return fmt.Errorf("%w: property %q contains a 0x01 or 0x02 byte", ErrMessageIllegal, k)
 		}
+		n += len(k) + len(v) + 2
 	}
-	if n := PropertiesSize(m.Properties); n > MaxPropertiesBytes {
+	if n > MaxPropertiesBytes {
 		return fmt.Errorf("%w: properties are %d bytes, limit %d", ErrMessageIllegal, n, MaxPropertiesBytes)
 	}
 	return nil
+}
+
+// hasSeparator reports whether s holds one of the CommitLog's property
+// separators, 0x01 and 0x02.
+func hasSeparator(s string) bool {
+	return strings.IndexByte(s, 1) >= 0 || strings.IndexByte(s, 2) >= 0
 }
 
 // ---- wire encoding of messages (hand-written: hot path, deterministic) ----
