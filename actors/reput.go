@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,6 +42,58 @@ type barrierAck struct {
 // deleteBefore tells queue and index owners the log's new start.
 type deleteBefore struct{ minPhy int64 }
 
+// ownerFlushed reports to a DispatchActor or the IndexActor that the work
+// of its flush job (run off the actor) finished.
+type ownerFlushed struct {
+	id      int64
+	replyTo *actor.PID
+	mark    storage.QueueMark
+	indexed int64
+	err     error
+}
+
+// checkpointWritten reports that the checkpoint file (written off the
+// Reput actor) is done.
+type checkpointWritten struct{ err error }
+
+// ownerFlush is the state of a queue or index owner's checkpoint flush: at
+// most one runs at a time, off the actor, and retention of the owner's
+// files waits for it (a file must not be closed while it is being synced).
+type ownerFlush struct {
+	running  bool
+	deferred *deleteBefore
+}
+
+// start runs job off the actor and then sends done, with job's error, to
+// the actor.
+func (o *ownerFlush) start(b *Broker, ctx actor.Context, job func() error, done *ownerFlushed) {
+	o.running = true
+	self, root := ctx.Self(), b.sys.Root
+	b.env.RunIO(func() {
+		done.err = job()
+		root.Send(self, done)
+	})
+}
+
+// finish ends a flush and returns a deleteBefore that waited for it.
+func (o *ownerFlush) finish() *deleteBefore {
+	o.running = false
+	d := o.deferred
+	o.deferred = nil
+	return d
+}
+
+// hold returns true (and keeps m for later) while a flush runs.
+func (o *ownerFlush) hold(m *deleteBefore) bool {
+	if !o.running {
+		return false
+	}
+	if o.deferred == nil || m.minPhy > o.deferred.minPhy {
+		o.deferred = m
+	}
+	return true
+}
+
 // pullMsg is a PULL_MESSAGE request.
 type pullMsg struct {
 	*request
@@ -68,6 +121,7 @@ type reputActor struct {
 	marks     []storage.QueueMark
 	indexed   int64
 	cpPos     int64
+	cpTs      int64 // store time of the last record below cpPos
 	cpFailed  bool
 	seq       int64
 	lastBatch int // records in the last dispatch, to size the next
@@ -110,7 +164,12 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		r.startCheckpoint(ctx)
 		r.b.after(r.b.cfg.FlushIntervalConsumeQueue, ctx.Self(), &checkpointTick{})
 	case *barrierAck:
-		r.ack(m)
+		r.ack(ctx, m)
+	case *checkpointWritten:
+		r.barrier = 0
+		if m.err != nil && !errors.Is(m.err, storage.ErrStoreClosed) {
+			r.b.log.Error("checkpoint failed", "err", m.err)
+		}
 	case *actor.Stopping:
 		// Everything visible is dispatched; the store's Close dispatches the
 		// rest and writes the clean checkpoint.
@@ -166,7 +225,7 @@ func (r *reputActor) startCheckpoint(ctx actor.Context) {
 	}
 	r.seq++
 	r.barrier = r.seq
-	r.cpPos = r.pos
+	r.cpPos, r.cpTs = r.pos, r.lastTs
 	r.marks = r.marks[:0]
 	r.cpFailed = false
 	r.waiting = len(r.queues) + 1
@@ -176,7 +235,7 @@ func (r *reputActor) startCheckpoint(ctx actor.Context) {
 	ctx.Request(r.b.index, &flushBarrier{id: r.barrier})
 }
 
-func (r *reputActor) ack(m *barrierAck) {
+func (r *reputActor) ack(ctx actor.Context, m *barrierAck) {
 	if m.id != r.barrier {
 		return
 	}
@@ -193,13 +252,17 @@ func (r *reputActor) ack(m *barrierAck) {
 	if r.waiting > 0 {
 		return
 	}
-	r.barrier = 0
 	if r.cpFailed {
+		r.barrier = 0
 		return
 	}
-	if err := r.b.store.WriteCheckpoint(r.cpPos, r.indexed, r.marks); err != nil {
-		r.b.log.Error("checkpoint failed", "err", err)
-	}
+	// Written off the actor (it fsyncs): dispatching goes on meanwhile. The
+	// next checkpoint starts only after this one is written.
+	st, self, root := r.b.store, ctx.Self(), r.b.sys.Root
+	pos, indexed, ts, marks := r.cpPos, r.indexed, r.cpTs, slices.Clone(r.marks)
+	r.b.env.RunIO(func() {
+		root.Send(self, &checkpointWritten{err: st.WriteCheckpointAt(pos, indexed, ts, marks)})
+	})
 }
 
 // heldPull is a pull waiting for a message (long polling).
@@ -219,6 +282,7 @@ type dispatchActor struct {
 	key        storage.QueueKey
 	held       []*heldPull
 	timerArmed time.Time
+	flush      ownerFlush
 }
 
 func (d *dispatchActor) Receive(ctx actor.Context) {
@@ -242,19 +306,44 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 		d.timerArmed = time.Time{}
 		d.serveHeld(ctx)
 	case *flushBarrier:
-		mark, err := d.b.store.FlushQueue(d.key)
-		ctx.Respond(&barrierAck{id: m.id, mark: mark, err: err})
-	case *deleteBefore:
-		if _, err := d.b.store.DeleteQueueBefore(d.key, m.minPhy); err != nil {
-			d.b.log.Error("retention of consume queue failed", "queue", d.key.String(), "err", err)
+		// The msync runs off the actor: pulls and new entries are served
+		// meanwhile (a synchronous flush held them for milliseconds at
+		// every checkpoint).
+		mark, job, err := d.b.store.FlushQueueJob(d.key)
+		if err != nil || job == nil || d.flush.running {
+			if err == nil && job != nil { // cannot happen: the Reput actor waits for every ack
+				err = fmt.Errorf("consume queue %s: a flush is still running", d.key)
+				d.b.store.FailQueueFlush(d.key, err)
+			}
+			ctx.Respond(&barrierAck{id: m.id, mark: mark, err: err})
+			return
 		}
-		d.publish()
+		d.flush.start(d.b, ctx, job, &ownerFlushed{id: m.id, replyTo: ctx.Sender(), mark: mark})
+	case *ownerFlushed:
+		if m.err != nil {
+			d.b.store.FailQueueFlush(d.key, m.err)
+		}
+		ctx.Send(m.replyTo, &barrierAck{id: m.id, mark: m.mark, err: m.err})
+		if del := d.flush.finish(); del != nil {
+			d.deleteBefore(del)
+		}
+	case *deleteBefore:
+		if !d.flush.hold(m) {
+			d.deleteBefore(m)
+		}
 	case *actor.Stopping:
 		for _, h := range d.held {
 			d.notFound(h.pullMsg)
 		}
 		d.held = nil
 	}
+}
+
+func (d *dispatchActor) deleteBefore(m *deleteBefore) {
+	if _, err := d.b.store.DeleteQueueBefore(d.key, m.minPhy); err != nil {
+		d.b.log.Error("retention of consume queue failed", "queue", d.key.String(), "err", err)
+	}
+	d.publish()
 }
 
 func (d *dispatchActor) publish() {
@@ -405,7 +494,10 @@ func (d *dispatchActor) arm(ctx actor.Context, deadline time.Time) {
 
 // indexActor owns the IndexFile: it indexes new records and answers queries
 // by key.
-type indexActor struct{ b *Broker }
+type indexActor struct {
+	b     *Broker
+	flush ownerFlush
+}
 
 func (x *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -419,12 +511,34 @@ func (x *indexActor) Receive(ctx actor.Context) {
 	case *queryMsg:
 		x.query(m)
 	case *flushBarrier:
-		indexed, err := x.b.store.FlushIndex()
-		ctx.Respond(&barrierAck{id: m.id, indexed: indexed, isIndex: true, err: err})
-	case *deleteBefore:
-		if _, err := x.b.store.DeleteIndexBefore(m.minPhy); err != nil {
-			x.b.log.Error("retention of index failed", "err", err)
+		indexed, job, err := x.b.store.FlushIndexJob()
+		if err != nil || job == nil || x.flush.running {
+			if err == nil && job != nil {
+				err = errors.New("index: a flush is still running")
+				x.b.store.FailIndexFlush(err)
+			}
+			ctx.Respond(&barrierAck{id: m.id, indexed: indexed, isIndex: true, err: err})
+			return
 		}
+		x.flush.start(x.b, ctx, job, &ownerFlushed{id: m.id, replyTo: ctx.Sender(), indexed: indexed})
+	case *ownerFlushed:
+		if m.err != nil {
+			x.b.store.FailIndexFlush(m.err)
+		}
+		ctx.Send(m.replyTo, &barrierAck{id: m.id, indexed: m.indexed, isIndex: true, err: m.err})
+		if del := x.flush.finish(); del != nil {
+			x.deleteBefore(del)
+		}
+	case *deleteBefore:
+		if !x.flush.hold(m) {
+			x.deleteBefore(m)
+		}
+	}
+}
+
+func (x *indexActor) deleteBefore(m *deleteBefore) {
+	if _, err := x.b.store.DeleteIndexBefore(m.minPhy); err != nil {
+		x.b.log.Error("retention of index failed", "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"time"
@@ -53,6 +54,59 @@ func (s *Store) FlushQueue(k QueueKey) (QueueMark, error) {
 	return m, nil
 }
 
+// FlushQueueJob is FlushQueue for an owner that must not wait for the disk:
+// the mark to put in a checkpoint once the work has succeeded, and the work
+// (nil: nothing to flush), which may run on another goroutine while the
+// owner goes on applying entries, but not while it deletes files of the
+// queue. A failure of the work must be reported with FailQueueFlush. Only
+// the owner of the queue calls it.
+func (s *Store) FlushQueueJob(k QueueKey) (QueueMark, func() error, error) {
+	q, err := s.ConsumeQueue(k, false)
+	if err != nil || q == nil {
+		return QueueMark{Key: k, LastPhy: -1}, nil, err
+	}
+	job, err := q.FlushJob()
+	if err != nil {
+		return QueueMark{}, nil, fmt.Errorf("storage: flush consume queue %s: %w", k, err)
+	}
+	m := QueueMark{Key: k, Max: q.MaxOffset(), LastPhy: -1}
+	if e, ok := q.LastEntry(); ok {
+		m.LastPhy = e.Offset
+	}
+	return m, job, nil
+}
+
+// FailQueueFlush makes a failed FlushQueueJob sticky: queue k never reports
+// its entries durable again. Only the owner of the queue calls it.
+func (s *Store) FailQueueFlush(k QueueKey, err error) {
+	if q, _ := s.ConsumeQueue(k, false); q != nil {
+		q.FlushFailed(err)
+	}
+}
+
+// FlushIndexJob is FlushIndex for an owner that must not wait for the disk:
+// the MaxPhyOffset to put in a checkpoint once the work has succeeded, and
+// the work (nil: nothing to flush); see FlushQueueJob. Only the index owner
+// calls it.
+func (s *Store) FlushIndexJob() (int64, func() error, error) {
+	if s.idx == nil {
+		return 0, nil, nil
+	}
+	job, err := s.idx.FlushJob()
+	if err != nil {
+		return 0, nil, fmt.Errorf("storage: flush index: %w", err)
+	}
+	return s.idx.MaxPhyOffset(), job, nil
+}
+
+// FailIndexFlush makes a failed FlushIndexJob sticky. Only the index owner
+// calls it.
+func (s *Store) FailIndexFlush(err error) {
+	if s.idx != nil {
+		s.idx.FlushFailed(err)
+	}
+}
+
 // FlushIndex flushes the index and returns its MaxPhyOffset for the
 // checkpoint. Only the index owner calls it.
 func (s *Store) FlushIndex() (int64, error) {
@@ -70,8 +124,24 @@ func (s *Store) FlushIndex() (int64, error) {
 // caller must have flushed them (FlushQueue, FlushIndex) after every record
 // below dispatched was applied.
 func (s *Store) WriteCheckpoint(dispatched, indexed int64, marks []QueueMark) error {
+	return s.WriteCheckpointAt(dispatched, indexed, s.lastStoreTs, marks)
+}
+
+// ErrStoreClosed is returned by WriteCheckpointAt after Close.
+var ErrStoreClosed = errors.New("storage: store closed")
+
+// WriteCheckpointAt is WriteCheckpoint with the store time of the last
+// dispatched record given, for a caller on another goroutine than the
+// reput's. After Close (which writes the final checkpoint) it writes
+// nothing and returns ErrStoreClosed.
+func (s *Store) WriteCheckpointAt(dispatched, indexed, logicsMsgTime int64, marks []QueueMark) error {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	if s.cpClosed {
+		return ErrStoreClosed
+	}
 	cp := &checkpoint{CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(), Dispatched: dispatched,
-		Indexed: indexed, LogicsMsgTime: s.lastStoreTs, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
+		Indexed: indexed, LogicsMsgTime: logicsMsgTime, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
 	for _, m := range marks {
 		cp.Queues = append(cp.Queues, queueMark(m))
 	}

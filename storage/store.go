@@ -69,6 +69,12 @@ type Store struct {
 
 	diskFull bool
 	closed   bool
+
+	// cpMu orders checkpoint writes from other goroutines (the broker
+	// writes them off its actors) with Close: once cpClosed, the clean
+	// checkpoint of Close is the last one written.
+	cpMu     sync.Mutex
+	cpClosed bool
 }
 
 // Paths of the store's files under the root.
@@ -402,6 +408,9 @@ func (s *Store) Close() error {
 		errs = append(errs, err)
 	}
 	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() && s.dispatched.Load() == s.cl.MaxOffset()
+	s.cpMu.Lock()
+	s.cpClosed = true
+	s.cpMu.Unlock()
 	if err := s.checkpoint(clean); err != nil {
 		errs = append(errs, err)
 		clean = false

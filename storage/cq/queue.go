@@ -738,27 +738,66 @@ func (q *Queue) DeleteBefore(minPhy int64) (removedFiles int, err error) {
 // returns the same error and the queue must be reopened (which recovers
 // what is durable).
 func (q *Queue) Flush() error {
-	if q.closed {
-		return ErrClosed
+	lo, hi := q.dirtyLo, q.dirtyHi
+	job, err := q.FlushJob()
+	if err != nil || job == nil {
+		return err
 	}
-	if q.syncErr != nil {
+	if err := job(); err != nil {
+		q.FlushFailed(err)
+		q.markDirty(lo, hi) // still not durable
 		return q.syncErr
 	}
-	if !q.Dirty() {
-		return nil
+	return nil
+}
+
+// FlushJob is Flush in two halves, for an owner that must not wait for the
+// disk: it returns the work that makes every write made so far durable (nil
+// if there is none) and clears the dirty range as Flush does. The work
+// syncs only ranges written before the call, so it may run on another
+// goroutine while the owner goes on appending; it must not overlap a
+// removal of the queue's files. If it fails, the owner reports the error
+// with FlushFailed, after which every flush fails, as after a failed Flush.
+func (q *Queue) FlushJob() (func() error, error) {
+	if q.closed {
+		return nil, ErrClosed
 	}
+	if q.syncErr != nil {
+		return nil, q.syncErr
+	}
+	if !q.Dirty() {
+		return nil, nil
+	}
+	type span struct {
+		f      vfs.File
+		off, n int64
+	}
+	var spans []span
 	for _, s := range q.files {
 		lo, hi := max(q.dirtyLo, s.start), min(q.dirtyHi, s.start+q.fileSize)
-		if lo >= hi {
-			continue
-		}
-		if err := s.f.SyncRange(lo-s.start, hi-lo); err != nil {
-			q.syncErr = fmt.Errorf("cq %s: flush: %w", q.dir, err)
-			return q.syncErr
+		if lo < hi {
+			spans = append(spans, span{s.f, lo - s.start, hi - lo})
 		}
 	}
 	q.dirtyLo, q.dirtyHi = 0, 0
-	return nil
+	dir := q.dir
+	return func() error {
+		for _, sp := range spans {
+			if err := sp.f.SyncRange(sp.off, sp.n); err != nil {
+				return fmt.Errorf("cq %s: flush: %w", dir, err)
+			}
+		}
+		return nil
+	}, nil
+}
+
+// FlushFailed records the failure of a FlushJob's work: the queue never
+// reports its writes durable again (the kernel may have dropped the dirty
+// pages, so a later successful sync would prove nothing).
+func (q *Queue) FlushFailed(err error) {
+	if q.syncErr == nil {
+		q.syncErr = err
+	}
 }
 
 // Close releases the files and their mappings. It does not sync: call Flush

@@ -153,6 +153,38 @@ func (f *indexFile) validate() error {
 
 // flush syncs what was written since the last flush: entries and slots
 // before the header that counts them.
+// flushJob captures the dirty ranges (and clears them) and returns the
+// work that syncs them (nil if none); see Index.FlushJob.
+func (f *indexFile) flushJob() func() error {
+	if !f.dirty() {
+		return nil
+	}
+	type span struct {
+		off, n int64
+		what   string
+	}
+	var spans []span
+	if f.entLo < f.entHi {
+		spans = append(spans, span{f.entLo, f.entHi - f.entLo, "entries"})
+	}
+	if f.slotLo < f.slotHi {
+		spans = append(spans, span{f.slotLo, f.slotHi - f.slotLo, "slots"})
+	}
+	if f.hdrDirty {
+		spans = append(spans, span{0, headerSize, "header"})
+	}
+	f.entLo, f.entHi, f.slotLo, f.slotHi, f.hdrDirty = 0, 0, 0, 0, false
+	file, path := f.f, f.path
+	return func() error {
+		for _, sp := range spans {
+			if err := file.SyncRange(sp.off, sp.n); err != nil {
+				return fmt.Errorf("index: sync %s of %s: %w", sp.what, path, err)
+			}
+		}
+		return nil
+	}
+}
+
 func (f *indexFile) flush() error {
 	if f.entLo < f.entHi {
 		if err := f.f.SyncRange(f.entLo, f.entHi-f.entLo); err != nil {

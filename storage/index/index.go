@@ -453,6 +453,47 @@ func (x *Index) Flush() error {
 	return nil
 }
 
+// FlushJob is Flush in two halves, for an owner that must not wait for the
+// disk: it returns the work that makes every Put so far durable (nil if
+// there is none) and clears the dirty ranges. The work syncs only ranges
+// written before the call, so it may run on another goroutine while the
+// owner goes on putting; it must not overlap a deletion of index files. If
+// it fails, the owner reports the error with FlushFailed, after which every
+// flush fails.
+func (x *Index) FlushJob() (func() error, error) {
+	if x.closed {
+		return nil, ErrClosed
+	}
+	if x.syncErr != nil {
+		return nil, x.syncErr
+	}
+	var jobs []func() error
+	for _, f := range x.files {
+		if job := f.flushJob(); job != nil {
+			jobs = append(jobs, job)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	return func() error {
+		for _, job := range jobs {
+			if err := job(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+// FlushFailed records the failure of a FlushJob's work: every later flush
+// fails.
+func (x *Index) FlushFailed(err error) {
+	if x.syncErr == nil {
+		x.syncErr = err
+	}
+}
+
 // Close releases the files and their mappings without syncing (call Flush
 // first). Closing twice is a no-op.
 func (x *Index) Close() error {
