@@ -411,3 +411,70 @@ func TestConfigStoreAtomic(t *testing.T) {
 		t.Fatalf("missing file: %v %v", ok, err)
 	}
 }
+
+// TestFailedAppendWriteStoresNothing: appends go to the segment file with
+// one write per segment a batch touches. When the write into the next
+// segment fails, the messages before it are stored (and reported), the rest
+// are not: their results are cut, their queue offsets handed out again
+// after a restart, and the log refuses later appends.
+func TestFailedAppendWriteStoresNothing(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig("/s")
+	first := path.Join("/s/commitlog", segmentName(0))
+	armed := false
+	inj := vfs.InjectorFunc(func(op vfs.Op) error {
+		if armed && op.Kind == vfs.OpWriteAt && path.Dir(op.Path) == "/s/commitlog" && op.Path != first {
+			return errors.New("EIO")
+		}
+		return nil
+	})
+	s, _, err := Open(vfs.NewFaulty(mem, inj), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, 1, 20) // part of the first 16 KiB segment
+	q0 := s.CommitLog().QueueOffset(QueueKey{"a", 0})
+	before := s.CommitLog().MaxOffset()
+	batch := make([]*Message, 40) // crosses into the second segment
+	for i := range batch {
+		batch[i] = &Message{Topic: "a", QueueID: 0, Body: bytes.Repeat([]byte{byte(i)}, 600)}
+	}
+	armed = true
+	out, err := s.AppendBatch(batch, 1, nil)
+	if err == nil {
+		t.Fatal("append into a failing segment succeeded")
+	}
+	if len(out) == 0 || len(out) >= len(batch) {
+		t.Fatalf("%d results, want the messages of the first segment only", len(out))
+	}
+	for i, r := range out {
+		if r.Err != nil || r.QueueOffset != q0+int64(i) || r.PhyOffset >= cfg.MappedFileSizeCommitLog {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+	if got, want := s.CommitLog().QueueOffset(QueueKey{"a", 0}), q0+int64(len(out)); got != want {
+		t.Fatalf("queue offset after the failure %d, want %d (the failed run's restored)", got, want)
+	}
+	if s.CommitLog().MaxOffset() != cfg.MappedFileSizeCommitLog {
+		t.Fatalf("log end %d, want the first segment's end %d (its records and the blank filler)", s.CommitLog().MaxOffset(), cfg.MappedFileSizeCommitLog)
+	}
+	if before >= s.CommitLog().MaxOffset() {
+		t.Fatalf("log did not grow: %d", before)
+	}
+	if _, err := s.AppendBatch(batch[:1], 1, nil); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append after a failed write: %v, want ErrReadOnly", err)
+	}
+	for _, r := range out {
+		if _, err := s.CommitLog().ReadRecord(r.PhyOffset, r.Size, true); err != nil {
+			t.Fatalf("stored record at %d: %v", r.PhyOffset, err)
+		}
+	}
+	s.Close()
+	armed = false
+	s2, _ := mustOpen(t, mem, cfg)
+	defer s2.Close()
+	checkStore(t, s2, nil)
+	if got, want := s2.CommitLog().QueueOffset(QueueKey{"a", 0}), q0+int64(len(out)); got != want {
+		t.Fatalf("queue offset after restart %d, want %d", got, want)
+	}
+}

@@ -1002,3 +1002,45 @@ func TestScan(t *testing.T) {
 		t.Fatalf("partial unit: %d", n)
 	}
 }
+
+// TestFlushJob: the work of a FlushJob makes durable exactly what was
+// written before the job was taken, even when it runs after more appends;
+// a reported failure is sticky.
+func TestFlushJob(t *testing.T) {
+	mem := vfs.NewMem()
+	q := mustOpen(t, mem, "/q", 4)
+	appendN(t, q, 0, 6, 0) // two files
+	job, err := q.FlushJob()
+	if err != nil || job == nil {
+		t.Fatalf("FlushJob: work %v, err %v", job != nil, err)
+	}
+	if q.Dirty() {
+		t.Fatal("dirty after taking the job")
+	}
+	appendN(t, q, 6, 3, 0) // goes on while the job is pending
+	if !q.Dirty() {
+		t.Fatal("appends after the job are not dirty")
+	}
+	if err := job(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash that keeps only durable bytes keeps the first 6 entries.
+	img := mem.Crash(1, vfs.CrashOptions{})
+	q2 := mustOpen(t, img, "/q", 4)
+	if got := q2.MaxOffset(); got < 6 {
+		t.Fatalf("after the job and a crash %d entries survive, want at least 6", got)
+	}
+	q2.Close()
+	if job, err := q.FlushJob(); err != nil || job == nil {
+		t.Fatalf("second FlushJob: work %v, err %v", job != nil, err)
+	} else {
+		q.FlushFailed(errors.New("injected EIO"))
+	}
+	if job, err := q.FlushJob(); err == nil || job != nil {
+		t.Fatalf("FlushJob after a reported failure: work %v, err %v, want the sticky error", job != nil, err)
+	}
+	if err := q.Flush(); err == nil {
+		t.Fatal("Flush after a reported failure succeeded")
+	}
+	q.Close()
+}
