@@ -440,6 +440,10 @@ func decodeStructList[T any](body []byte, lim Limits, what string) ([]T, error) 
 		if err != nil {
 			return err
 		}
+		// msgpack's reflection decoder gets only what Validate accepts.
+		if err := Validate(raw, lim.MaxDepth); err != nil {
+			return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
+		}
 		if err := msgpack.Unmarshal(raw, v); err != nil {
 			return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 		}
