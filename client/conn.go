@@ -353,12 +353,11 @@ func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Dura
 
 // callAsync sends req and returns at once; done gets the response frame or
 // the error (as call would return them) on the conn's callback goroutine,
-// exactly once. The answer is awaited until timeout, or ctx's deadline if
-// that is earlier; cancelling ctx after callAsync returned does not
+// exactly once. The answer is awaited until start+timeout, or ctx's
+// deadline if that is earlier; cancelling ctx after callAsync returned does not
 // withdraw the request.
-func (c *conn) callAsync(ctx context.Context, req protocol.Request, timeout time.Duration, done func(*protocol.Frame, error)) {
+func (c *conn) callAsync(ctx context.Context, req protocol.Request, start time.Time, timeout time.Duration, done func(*protocol.Frame, error)) {
 	code := req.RequestCode()
-	start := time.Now()
 	fail := func(err error) { c.callbacks.run(func() { done(nil, err) }) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(code, start, err))

@@ -110,12 +110,16 @@ func (p *Producer) Close() error {
 }
 
 // prepare validates msg and sets its UNIQ_KEY (unless already set).
-func (p *Producer) prepare(msg *protocol.Message) error {
+func (p *Producer) prepare(msg *protocol.Message) error { return p.prepareAt(msg, time.Now()) }
+
+// prepareAt is prepare with the time already read (time.Now is not free:
+// a send reads it once).
+func (p *Producer) prepareAt(msg *protocol.Message, now time.Time) error {
 	if msg == nil {
 		return fmt.Errorf("%w: nil message", ErrMessageIllegal)
 	}
 	if msg.UniqKey() == "" {
-		msg.SetUniqKey(p.ids.Next(nowMs()))
+		msg.SetUniqKey(p.ids.Next(now.UnixMilli()))
 	}
 	if err := msg.Validate(p.o.limits); err != nil {
 		return fmt.Errorf("%w: %w", ErrMessageIllegal, err)
@@ -133,14 +137,14 @@ func (p *Producer) sendOpts(opts []SendOption) sendOptions {
 
 // cachedQueue picks the queue for the next attempt if that needs no
 // request to the broker.
-func (p *Producer) cachedQueue(topic string, so sendOptions) (int32, bool) {
+func (p *Producer) cachedQueue(topic string, so sendOptions, now time.Time) (int32, bool) {
 	if so.queue >= 0 {
 		return so.queue, true
 	}
 	p.mu.Lock()
 	r := p.routes[topic]
 	p.mu.Unlock()
-	if r == nil || time.Since(r.fetched) > p.o.routeTTL {
+	if r == nil || now.Sub(r.fetched) > p.o.routeTTL {
 		return 0, false
 	}
 	if r.queues <= 0 {
@@ -318,7 +322,8 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 		callback(SendResult{}, err)
 		return
 	}
-	if err := p.prepare(msg); err != nil {
+	now := time.Now()
+	if err := p.prepareAt(msg, now); err != nil {
 		callback(SendResult{}, err)
 		return
 	}
@@ -334,7 +339,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 		defer p.wg.Done()
 		callback(res, err)
 	}
-	q, ok := p.cachedQueue(msg.Topic, so)
+	q, ok := p.cachedQueue(msg.Topic, so, now)
 	if !ok {
 		// The topic's route must be fetched first: do the whole send on a
 		// goroutine of its own rather than block the caller.
@@ -345,8 +350,8 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	// connection's callback goroutine: no goroutine and no timer per send.
 	// Only a failed attempt that may be retried moves to a goroutine.
 	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
-	born := nowMs()
-	p.c.callAsync(ctx, p.sendRequest(msg, q, born), p.o.timeout, func(f *protocol.Frame, err error) {
+	born := now.UnixMilli()
+	p.c.callAsync(ctx, p.sendRequest(msg, q, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
 		stored, err := p.sendOutcome(f, err, &res)
 		if err == nil || stored || p.o.retries == 0 || !retryable(err) || ctx.Err() != nil {
 			finish(res, err)

@@ -203,15 +203,22 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := Validate(b, lim.MaxDepth); err != nil {
-		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
-	}
 	if fc, ok := v.(fieldsCodec); ok {
+		// Hand-written on reader: every length is checked against the
+		// bytes left and unknown values are stepped over by the bounded
+		// walk, so no Validate pass first (the hot path: SEND and its
+		// answer).
 		r := &reader{b: b, rawProps: lim.RawProperties}
 		if err := fc.decodeFieldsMap(r); err != nil {
 			return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
 		}
+		if r.p != len(b) {
+			return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(b)-r.p)
+		}
 		return nil
+	}
+	if err := Validate(b, lim.MaxDepth); err != nil {
+		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
 	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
