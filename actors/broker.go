@@ -104,7 +104,7 @@ func (b *Broker) Start() error {
 	}
 	b.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
 	b.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
-	b.index = spawn("index", func() actor.Actor { return &indexActor{b: b} })
+	b.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
 	b.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
 	b.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
 	if b.isSlave() {
