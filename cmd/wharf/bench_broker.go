@@ -119,6 +119,16 @@ func startBenchBroker(ctx context.Context, o *benchFlags, flushMode string, stde
 	if o.broker != "" {
 		return &benchBroker{addr: o.broker, flushMode: o.flushMode}, nil
 	}
+	// A --broker-arg may override the scenario's flush mode (the broker
+	// takes the last flag): label the results with what the broker runs.
+	for i, a := range o.brokerArgs {
+		switch {
+		case strings.HasPrefix(a, "--flushDiskType="):
+			flushMode = strings.TrimPrefix(a, "--flushDiskType=")
+		case a == "--flushDiskType" && i+1 < len(o.brokerArgs):
+			flushMode = o.brokerArgs[i+1]
+		}
+	}
 	dir, err := os.MkdirTemp(o.storeDir, "wharf-bench-")
 	if err != nil {
 		return nil, err
