@@ -113,6 +113,14 @@ type pendingCall struct {
 	deadline time.Time
 }
 
+// noWait is a done context: enqueue with it fails instead of waiting for
+// room in the write buffer.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // maxQueuedBytes bounds the encoded requests waiting for the writer:
 // beyond it a sender waits (its context permitting) instead of growing the
 // buffer without bound while the broker or the network is slow.
@@ -473,7 +481,11 @@ func (s *session) writeLoop() {
 		if s.c.hello == nil {
 			return
 		}
-		if _, err := s.enqueue(context.Background(), protocol.FlagOneway, s.c.hello(), nil); err != nil && !s.isDone() {
+		// Never wait for room: only this goroutine makes room, so waiting
+		// would stall the connection for good. A full buffer means the
+		// connection is busy and the heartbeat can be skipped.
+		_, err := s.enqueue(noWait, protocol.FlagOneway, s.c.hello(), nil)
+		if err != nil && !s.isDone() && !errors.Is(err, context.Canceled) {
 			s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
 		}
 	}
