@@ -100,7 +100,7 @@ type CommitLogOptions struct {
 	SegmentSize    int64          // mappedFileSizeCommitLog
 	MaxMessageSize int            // maxMessageSize: largest encoded record
 	StoreHost      netip.AddrPort // written into every record
-	Prefault       bool           // touch new segments' pages at creation
+	Prefault       bool           // keep a window ahead of the end populated (WarmAhead)
 }
 
 func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, error) {

@@ -1,7 +1,8 @@
-// Package storage is Wharf's persistent store: the segmented, memory-mapped
-// CommitLog, the per-queue ConsumeQueues that index it, the IndexFile for
-// lookups by key, the checkpoint and abort files, crash recovery, retention and
-// the JSON config stores.
+// Package storage is Wharf's persistent store: the segmented CommitLog
+// (appended with pwrite, read through memory mappings), the per-queue
+// ConsumeQueues that index it, the IndexFile for lookups by key, the
+// checkpoint and abort files, crash recovery, retention and the JSON config
+// stores.
 //
 // Contract:
 //   - Plain data structures. No goroutines, no actors, no clocks: callers pass

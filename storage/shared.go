@@ -193,8 +193,8 @@ func (c *CommitLog) NextSegmentStart() (int64, bool) {
 	return c.nextSegmentStart(), c.next == nil
 }
 
-// CreateSegment creates, maps and (if configured) pre-touches the segment
-// starting at start, under a temporary name. It touches no shared state, so
+// CreateSegment creates (preallocated) and maps the segment starting at
+// start, under a temporary name. It touches no shared state, so
 // it may run on any goroutine; the writer then hands the result to
 // AdoptSegment.
 func (c *CommitLog) CreateSegment(start int64) (*PreparedSegment, error) {
