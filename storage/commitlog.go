@@ -333,6 +333,16 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 	c.wbuf = c.wbuf[:0]  // the run's bytes
 	undo := c.undo[:0]   // queue offsets before the run's records
 	defer func() { c.undo = undo[:0] }()
+	// next extends the run by n zeroed bytes: the buffer is reused, and
+	// what an encoder leaves unwritten (a blank filler's body) must be
+	// zeros, as in a fresh segment, or a slave's copy would differ.
+	next := func(n int) []byte {
+		at := len(c.wbuf)
+		c.wbuf = slices.Grow(c.wbuf, n)[:at+n]
+		b := c.wbuf[at:]
+		clear(b)
+		return b
+	}
 	writeRun := func() error {
 		if len(c.wbuf) > 0 {
 			if _, err := cur.f.WriteAt(c.wbuf, runAt-cur.start); err != nil {
@@ -361,8 +371,7 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 		if cur == nil || off+int64(size)+BlankRecordSize > cur.end() {
 			if cur != nil && off < cur.end() { // after recovery the log may end exactly at a segment end
 				n := int(cur.end() - off)
-				c.wbuf = slices.Grow(c.wbuf, n)[:len(c.wbuf)+n]
-				EncodeBlank(c.wbuf[len(c.wbuf)-n:], n)
+				EncodeBlank(next(n), n)
 				off = cur.end()
 			}
 			if cur != nil {
@@ -383,8 +392,7 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 			qo++
 		}
 		c.queueOffsets[k] = qo + 1
-		c.wbuf = slices.Grow(c.wbuf, size)[:len(c.wbuf)+size]
-		EncodeRecord(c.wbuf[len(c.wbuf)-size:], m, qo, off, storeTimestamp, c.storeHost)
+		EncodeRecord(next(size), m, qo, off, storeTimestamp, c.storeHost)
 		out = append(out, AppendResult{PhyOffset: off, Size: int32(size), QueueOffset: qo, StoreTimestamp: storeTimestamp})
 		off += int64(size)
 	}
