@@ -306,8 +306,15 @@ func (s *Sim) inject(f Fault) {
 	case FaultDiskStall:
 		d := s.sc.FlushWait + time.Duration(w.rng.Int63n(int64(2*s.sc.FlushWait)))
 		w.Tracef("fault: disk stall on %s for %v", n.name, d)
-		n.stallUntil = w.now.Add(d)
-		s.windowFrom = n.stallUntil.Add(s.windowBound)
+		// A stall during a longer one does not end it early (nor the
+		// grace the window check gives the flush after it): I/O issued
+		// before still waits for the first.
+		if until := w.now.Add(d); until.After(n.stallUntil) {
+			n.stallUntil = until
+		}
+		if from := n.stallUntil.Add(s.windowBound); from.After(s.windowFrom) {
+			s.windowFrom = from
+		}
 	case FaultConnReset:
 		c := s.clients[w.rng.Intn(len(s.clients))]
 		if conn := c.conn; conn != nil && !conn.dead() {
