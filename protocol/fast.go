@@ -31,14 +31,7 @@ func (r *SendRequest) appendFieldsMap(b []byte) []byte {
 	b = appendInt(b, int64(r.Flag))
 	b = appendStr(b, "bornTimestamp")
 	b = appendInt(b, r.BornTimestamp)
-	if len(r.Properties) > 0 {
-		b = appendStr(b, "properties")
-		b = appendProperties(b, r.Properties)
-	} else if len(r.RawProperties) > 0 {
-		b = appendStr(b, "properties")
-		b = append(b, r.RawProperties...)
-	}
-	return b
+	return appendPropertiesField(b, r.Properties, r.RawProperties)
 }
 
 func (r *SendRequest) decodeFieldsMap(rd *reader) error {

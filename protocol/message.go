@@ -229,12 +229,20 @@ func (m *Message) appendFields(b []byte) []byte {
 	b = appendInt(b, int64(m.Flag))
 	b = appendStr(b, "body")
 	b = appendBin(b, m.Body)
-	if len(m.Properties) > 0 {
+	return appendPropertiesField(b, m.Properties, m.RawProperties)
+}
+
+// appendPropertiesField appends the "properties" key and map of a message
+// or SEND request: props if it has any, else raw (a map kept encoded, see
+// Message.RawProperties), else nothing.
+func appendPropertiesField(b []byte, props map[string]string, raw []byte) []byte {
+	switch {
+	case len(props) > 0:
 		b = appendStr(b, "properties")
-		b = appendProperties(b, m.Properties)
-	} else if len(m.RawProperties) > 0 {
+		return appendProperties(b, props)
+	case len(raw) > 0:
 		b = appendStr(b, "properties")
-		b = append(b, m.RawProperties...)
+		return append(b, raw...)
 	}
 	return b
 }
