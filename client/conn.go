@@ -202,6 +202,10 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 			done:    make(chan struct{}),
 			pending: make(map[uint32]*pendingCall),
 		}
+		// The heartbeat goes first on the wire, before any request a
+		// caller queues once it has the session: the broker learns who
+		// this client is (and, for a group member, what it owns) first.
+		s.heartbeat()
 		c.s = s
 		c.wg.Add(2)
 		go s.writeLoop()
@@ -475,21 +479,22 @@ func (s *session) expire(now time.Time) {
 	}
 }
 
+// heartbeat queues the conn's hello (if any) as a oneway request. It never
+// waits for room: the writer goroutine sends the periodic ones and only it
+// makes room, so waiting would stall the connection for good; a full
+// buffer means the connection is busy and a heartbeat can be skipped.
+func (s *session) heartbeat() {
+	if s.c.hello == nil {
+		return
+	}
+	_, err := s.enqueue(noWait, protocol.FlagOneway, s.c.hello(), nil)
+	if err != nil && !s.isDone() && !errors.Is(err, context.Canceled) {
+		s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
+	}
+}
+
 func (s *session) writeLoop() {
 	defer s.c.wg.Done()
-	heartbeat := func() {
-		if s.c.hello == nil {
-			return
-		}
-		// Never wait for room: only this goroutine makes room, so waiting
-		// would stall the connection for good. A full buffer means the
-		// connection is busy and the heartbeat can be skipped.
-		_, err := s.enqueue(noWait, protocol.FlagOneway, s.c.hello(), nil)
-		if err != nil && !s.isDone() && !errors.Is(err, context.Canceled) {
-			s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
-		}
-	}
-	heartbeat()
 	var tick <-chan time.Time
 	if s.c.hello != nil && s.c.o.heartbeat > 0 {
 		t := time.NewTicker(s.c.o.heartbeat)
@@ -522,7 +527,7 @@ func (s *session) writeLoop() {
 				w = nil // do not keep a burst's buffer for ever
 			}
 		case <-tick:
-			heartbeat()
+			s.heartbeat()
 		case now := <-sweep.C:
 			s.expire(now)
 		case <-s.done:

@@ -42,6 +42,10 @@ type fakeMember struct {
 	last  time.Time
 	subs  []protocol.Subscription
 	owned map[protocol.QueueRef]bool
+	// granted is what the last answer to this member's heartbeat handed
+	// it: it may be consuming those already, though it reports them only
+	// in its next heartbeat, so they are not free for anybody else.
+	granted map[protocol.QueueRef]bool
 }
 
 // SendBack is one CONSUMER_SEND_MSG_BACK the fake broker received.
@@ -255,7 +259,7 @@ func (b *Broker) heartbeatLocked(c *fakeConn, r *protocol.HeartbeatRequest) *pro
 			free := true
 			if g.model != protocol.Broadcasting {
 				for id, o := range g.members {
-					if id != r.ClientID && o.owned[q] {
+					if id != r.ClientID && (o.owned[q] || o.granted[q]) {
 						free = false
 					}
 				}
@@ -263,6 +267,10 @@ func (b *Broker) heartbeatLocked(c *fakeConn, r *protocol.HeartbeatRequest) *pro
 			if free {
 				mine = append(mine, q)
 			}
+		}
+		m.granted = map[protocol.QueueRef]bool{}
+		for _, q := range mine {
+			m.granted[q] = true
 		}
 		out.Assignments = append(out.Assignments, protocol.GroupAssignment{Group: g.name, Generation: g.gen, Queues: mine})
 	}
