@@ -243,3 +243,33 @@ func TestSplit(t *testing.T) {
 		t.Errorf("over limit: %v", err)
 	}
 }
+
+// TestListNestingLimit: message lists are decoded without a Validate pass
+// first, yet a body still may not nest deeper than MaxDepth, counting the
+// list and the message map: the decoder accepts exactly what Validate does.
+func TestListNestingLimit(t *testing.T) {
+	body := func(d int) []byte {
+		b := []byte{0x91, 0x82} // [ {
+		b = append(b, 0xa4)
+		b = append(b, "body"...)
+		b = append(b, 0xc4, 1, 'x')
+		b = append(b, 0xa2)
+		b = append(b, "zz"...) // an unknown key, skipped
+		for range d {
+			b = append(b, 0x91)
+		}
+		return append(b, 0x01) // d non-empty arrays deep
+	}
+	lim := DefaultLimits()
+	for _, d := range []int{1, lim.MaxDepth - 3, lim.MaxDepth - 2, lim.MaxDepth - 1, lim.MaxDepth, HardMaxDepth} {
+		b := body(d)
+		_, err := decodeMessageList(b, lim)
+		verr := Validate(b, lim.MaxDepth)
+		if (err == nil) != (verr == nil) {
+			t.Errorf("value %d deep (body %d deep): decode error %v, Validate %v", d, d+2, err, verr)
+		}
+		if wantOK := d+2 <= lim.MaxDepth; (err == nil) != wantOK {
+			t.Errorf("value %d deep (body %d deep, limit %d): decode error %v", d, d+2, lim.MaxDepth, err)
+		}
+	}
+}

@@ -384,6 +384,12 @@ func RawProperty(raw []byte, key string) string {
 	return string(last)
 }
 
+// depthBelow is the nesting Limits.MaxDepth leaves for a value levels
+// containers down (at least 1).
+func depthBelow(lim Limits, levels int) int {
+	return max(lim.norm().MaxDepth-levels, 1)
+}
+
 // minListElem is the smallest encoding of a list element this package
 // accepts: every message map has a "body" key (0x81 0xa4 "body" 0xc4 0x00 is
 // 8 bytes), and other lists are held to the same bound. A list may therefore
@@ -479,7 +485,10 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	// hand-written on reader, which checks every length against the bytes
 	// left before using it and steps over unknown values with walk (depth
 	// bounded by HardMaxDepth); trailing bytes are refused below.
-	r := &reader{b: body, rawProps: lim.RawProperties}
+	// The list is one level and its elements' maps a second: what dec
+	// skips inside an element may nest MaxDepth-2 deep, so that the body
+	// as a whole stays within MaxDepth as Validate would hold it.
+	r := &reader{b: body, rawProps: lim.RawProperties, skipDepth: depthBelow(lim, 2)}
 	n, err := r.arrayLen()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

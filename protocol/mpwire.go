@@ -102,6 +102,10 @@ type reader struct {
 	b        []byte
 	p        int
 	rawProps bool // keep message properties encoded (Limits.RawProperties)
+	// skipDepth bounds the nesting of a value skip steps over (0:
+	// HardMaxDepth): a list decoder that did not validate its body first
+	// sets what is left of Limits.MaxDepth at the level it skips from.
+	skipDepth int
 
 	// Strings that repeat from message to message of one list (topic,
 	// hosts, property names) are allocated once per list: seen holds the
@@ -326,7 +330,11 @@ func (r *reader) uint32() (uint32, error) {
 
 // skip steps over one value of any type.
 func (r *reader) skip() error {
-	n, err := walk(r.b[r.p:], HardMaxDepth)
+	depth := r.skipDepth
+	if depth <= 0 {
+		depth = HardMaxDepth
+	}
+	n, err := walk(r.b[r.p:], depth)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 	}

@@ -440,8 +440,9 @@ func decodeStructList[T any](body []byte, lim Limits, what string) ([]T, error) 
 		if err != nil {
 			return err
 		}
-		// msgpack's reflection decoder gets only what Validate accepts.
-		if err := Validate(raw, lim.MaxDepth); err != nil {
+		// msgpack's reflection decoder gets only what Validate accepts
+		// (an element sits one level down, in the list).
+		if err := Validate(raw, depthBelow(lim, 1)); err != nil {
 			return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 		}
 		if err := msgpack.Unmarshal(raw, v); err != nil {
