@@ -162,16 +162,6 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
-// PropertiesSize returns the size of the properties in the CommitLog
-// encoding: key 0x01 value 0x02, for every pair.
-func PropertiesSize(props map[string]string) int {
-	n := 0
-	for k, v := range props {
-		n += len(k) + len(v) + 2
-	}
-	return n
-}
-
 // Validate checks that m can be stored: a valid topic, a body of at most
 // lim.MaxMessageSize bytes, properties whose keys are not empty, that contain
 // no 0x01 or 0x02 byte, and whose encoding fits in MaxPropertiesBytes.
@@ -184,7 +174,7 @@ func (m *Message) Validate(lim Limits) error {
 	if len(m.Body) > lim.MaxMessageSize {
 		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
 	}
-	n := 0 // PropertiesSize, in the same pass (Validate runs for every message sent)
+	n := 0 // encoded size "k\x01v\x02...", counted in the same pass
 	for k, v := range m.PropertyMap() {
 		if k == "" {
 			return fmt.Errorf("%w: empty property key", ErrMessageIllegal)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -13,7 +14,7 @@ import (
 // frame; with Go's default of 100 the collector ran dozens of times a
 // second under load, a fifth of the broker's CPU. 400 lets the heap grow
 // to five times the live data between collections.
-const brokerGCPercent = 400 // keep the log line in tuneGC in step
+const brokerGCPercent = 400
 
 // tuneGC applies brokerGCPercent and a soft memory limit (the smaller of
 // 2 GiB and a quarter of RAM) so that the larger growth factor cannot run
@@ -23,7 +24,7 @@ func tuneGC(log *slog.Logger) {
 	gogc := os.Getenv("GOGC")
 	if gogc == "" {
 		debug.SetGCPercent(brokerGCPercent)
-		gogc = "400 (broker default)"
+		gogc = fmt.Sprintf("%d (broker default)", brokerGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		limit := int64(2 << 30)

@@ -379,10 +379,10 @@ func (f *osFile) populate(off, n int64) {
 	end := min(off+n, int64(len(f.data)))
 	// In steps of populateStep: the kernel holds the process's mmap lock
 	// for reading through one call, and a 32 MiB call (8,192 page faults)
-	// held it for milliseconds, long enough that anything wanting it for
-	// writing (the Go runtime mapping more heap) queued, and every page
-	// fault of the process queued behind that: stalls of 10-20 ms in the
-	// broker's tail latency.
+	// holds it for milliseconds, while anything wanting it for writing
+	// (the Go runtime mapping more heap) and every page fault queued behind
+	// that wait. (The broker's tail-latency stalls measured with the window
+	// on came mostly from ext4's journal, not from this; see STORAGE.md.)
 	for at := start; at < end; at += populateStep {
 		_ = unix.Madvise(f.data[at:min(at+populateStep, end)], unix.MADV_POPULATE_WRITE) // a hint: an old kernel just faults later
 	}
