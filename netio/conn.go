@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/protocol"
@@ -29,13 +30,21 @@ type conn struct {
 	pending  atomic.Int64
 	inflight atomic.Int64 // requests delivered and not yet answered
 
-	outMu        sync.Mutex
-	out          [][]byte     // frames waiting for the loop's next flush
-	spare        [][]byte     // the previous batch's slice, reused
-	flushQueued  bool         // a flush is queued on the loop
-	closed       atomic.Bool  // Write is a no-op once set
-	disconnected atomic.Bool  // Disconnected delivered
-	lastActive   atomic.Int64 // unix nanos of the last read or completed write
+	fd int // the socket, for direct writes (closed by gnet after OnClose)
+
+	outMu       sync.Mutex
+	out         [][]byte // frames waiting for the loop's next flush
+	spare       [][]byte // the previous batch's slice, reused
+	flushQueued bool     // a flush is queued on the loop
+	// viaLoop: gnet may hold unsent bytes of ours (or a reject is queued),
+	// so a frame must follow them through the loop; cleared by a flush
+	// that leaves gnet's outbound buffer empty with nothing queued after
+	// it. fdGone: OnClose ran, the loop is about to close fd (and its
+	// number may be reused): no direct write may start.
+	viaLoop, fdGone bool
+	closed          atomic.Bool  // Write is a no-op once set
+	disconnected    atomic.Bool  // Disconnected delivered
+	lastActive      atomic.Int64 // unix nanos of the last read or completed write
 
 	// loop only
 	leftover int  // bytes left in gnet's inbound buffer after the last OnTraffic
@@ -46,7 +55,7 @@ type conn struct {
 var _ actors.Conn = (*conn)(nil)
 
 func newConn(s *Server, gc gnet.Conn) *conn {
-	c := &conn{s: s, gc: gc, id: nextConnID.Add(1)}
+	c := &conn{s: s, gc: gc, id: nextConnID.Add(1), fd: gc.Fd()}
 	if a := gc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -59,7 +68,12 @@ func (c *conn) RemoteAddr() string { return c.remote }
 
 func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 
-// Write queues frame with gnet's AsyncWrite and returns at once.
+// Write sends frame without blocking. The last answer the peer waits for,
+// when nothing of this connection is queued, is written at once from the
+// calling goroutine (the socket is non-blocking; what the kernel does not
+// take follows through the loop). Every other frame is queued with gnet's
+// AsyncWrite, and the frames queued during one loop turn go out in one
+// writev.
 //
 // The outbound limit is enforced in two places. Here, against the bytes
 // queued for the loop and not yet written (a burst far beyond the limit is
@@ -70,8 +84,9 @@ func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 // closed and the frame dropped, so at most about twice the limit is ever
 // held for one peer.
 func (c *conn) Write(frame []byte) {
-	if c.inflight.Add(-1) < 0 { // a frame the broker sent on its own (NOTIFY)
-		c.inflight.Add(1)
+	left := c.inflight.Add(-1)
+	if left < 0 { // a frame the broker sent on its own (NOTIFY)
+		left = c.inflight.Add(1)
 	}
 	if c.closed.Load() {
 		c.s.stats.droppedWrites.Add(1)
@@ -89,12 +104,26 @@ func (c *conn) Write(frame []byte) {
 	// to the loop together: one writev per loop turn instead of one write
 	// per response (syscalls were a third of the broker's CPU).
 	c.outMu.Lock()
+	if left == 0 && !c.flushQueued && !c.viaLoop && !c.fdGone {
+		// The last answer the peer waits for, and nothing of ours is
+		// queued: write it from this goroutine. A sync client's answer
+		// then costs one write instead of waking the loop to write it.
+		// A batch of answers still goes through the loop, in one writev.
+		done := c.writeDirect(frame)
+		if done == len(frame) {
+			c.outMu.Unlock()
+			c.s.stats.directWrites.Add(1)
+			return
+		}
+		frame = frame[done:]
+	}
 	c.out = append(c.out, frame)
 	if c.flushQueued {
 		c.outMu.Unlock()
 		return
 	}
 	c.flushQueued = true
+	c.viaLoop = true
 	c.outMu.Unlock()
 	err := c.gc.AsyncWritev(nil, func(gc gnet.Conn, err error) error {
 		c.outMu.Lock()
@@ -121,19 +150,64 @@ func (c *conn) Write(frame []byte) {
 		}
 		c.s.stats.bytesOut.Add(uint64(n))
 		c.touch()
-		if int64(gc.OutboundBuffered())+c.pending.Load() > limit {
+		// Direct writes resume once a flush leaves gnet holding nothing of
+		// ours. (When gnet drains a backlog on its own, on a writable
+		// event, no callback runs: the next answer goes through the loop
+		// and its flush clears viaLoop.)
+		buffered := gc.OutboundBuffered()
+		c.outMu.Lock()
+		if buffered == 0 && !c.flushQueued {
+			c.viaLoop = false
+		}
+		c.outMu.Unlock()
+		if int64(buffered)+c.pending.Load() > limit {
 			c.shed()
 		}
 		return nil
 	})
 	if err != nil { // the engine is shutting down
 		c.outMu.Lock()
-		c.pending.Add(-n)
+		c.pending.Add(-int64(len(frame)))
 		c.flushQueued = false
 		c.out = c.out[:0]
 		c.outMu.Unlock()
 		c.s.stats.droppedWrites.Add(1)
 	}
+}
+
+// writeDirect writes frame to the socket from the calling goroutine, with
+// outMu held (OnClose takes it before gnet closes the socket, so the fd
+// cannot be closed or reused meanwhile). It returns how many bytes of frame
+// are done with; fewer than len(frame) means the kernel's buffer is full
+// and the rest must go through the loop (gnet waits for the socket to
+// become writable). A write error means the connection is broken: the
+// frame is dropped (all of it counts as done) and gnet's read side reports
+// the close.
+func (c *conn) writeDirect(frame []byte) int {
+	done := 0
+	for done < len(frame) {
+		n, err := unix.Write(c.fd, frame[done:])
+		if n > 0 {
+			done += n
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			c.pending.Add(-int64(len(frame)))
+			c.s.stats.droppedWrites.Add(1)
+			return len(frame)
+		}
+	}
+	c.pending.Add(-int64(done))
+	if done > 0 {
+		c.s.stats.bytesOut.Add(uint64(done))
+		c.touch()
+	}
+	return done
 }
 
 // maxIOV bounds the buffers of one writev (the kernel's IOV_MAX is 1024).
@@ -187,6 +261,9 @@ func (c *conn) reject(cause error, hdr *protocol.Frame) {
 	if !c.closed.CompareAndSwap(false, true) {
 		return // already closing
 	}
+	c.outMu.Lock()
+	c.viaLoop = true // the answer follows what is queued; nothing may overtake it
+	c.outMu.Unlock()
 	err := c.gc.AsyncWrite(resp, func(gc gnet.Conn, err error) error {
 		if err == nil {
 			c.s.stats.bytesOut.Add(uint64(len(resp)))

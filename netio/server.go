@@ -66,6 +66,7 @@ type Stats struct {
 	ClosedIdle     uint64 // connections closed for exceeding IdleTimeout
 	MalformedFrame uint64 // connections closed for a malformed or oversized frame
 	DroppedWrites  uint64 // frames dropped because their connection was closed or shed
+	DirectWrites   uint64 // answers written by the answering goroutine, bypassing the loop
 }
 
 type counters struct {
@@ -79,6 +80,7 @@ type counters struct {
 	closedIdle    atomic.Uint64
 	malformed     atomic.Uint64
 	droppedWrites atomic.Uint64
+	directWrites  atomic.Uint64
 }
 
 // Server is the broker's client-facing listener: one gnet engine that
@@ -239,6 +241,7 @@ func (s *Server) Stats() Stats {
 		ClosedIdle:     c.closedIdle.Load(),
 		MalformedFrame: c.malformed.Load(),
 		DroppedWrites:  c.droppedWrites.Load(),
+		DirectWrites:   c.directWrites.Load(),
 	}
 }
 
@@ -302,6 +305,11 @@ func (e *engineHandler) OnClose(gc gnet.Conn, err error) gnet.Action {
 		return gnet.None // refused in OnOpen
 	}
 	c.closed.Store(true)
+	// gnet closes the socket after this returns: wait for a direct write
+	// in progress, and let none start.
+	c.outMu.Lock()
+	c.fdGone = true
+	c.outMu.Unlock()
 	if !c.disconnected.CompareAndSwap(false, true) {
 		return gnet.None
 	}
