@@ -100,7 +100,8 @@ type session struct {
 	wbuf    []byte        // encoded frames not yet taken by the writer
 	drained chan struct{} // closed when the writer takes wbuf (made when someone waits)
 	pending map[uint32]*pendingCall
-	async   int // async calls in pending (the writer sweeps their deadlines)
+	async   int        // async calls in pending (the writer sweeps their deadlines)
+	open    *openBatch // coalesced async sends not yet encoded (coalesce.go)
 }
 
 // pendingCall is a request waiting for its response: a blocking call
@@ -112,6 +113,8 @@ type pendingCall struct {
 	start    time.Time
 	deadline time.Time
 }
+
+var errorIncompleteFrame = errors.New("incomplete frame")
 
 // noWait is a done context: enqueue with it fails instead of waiting for
 // room in the write buffer.
@@ -252,34 +255,17 @@ func (e *badRequest) Unwrap() error { return e.err }
 // while the buffer is full. The frame is checked against the limits before
 // it is queued.
 func (s *session) enqueue(ctx context.Context, flags protocol.Flags, req protocol.Request, pc *pendingCall) (uint32, error) {
-	for {
-		s.mu.Lock()
-		if s.isDone() {
-			s.mu.Unlock()
-			return 0, s.err
-		}
-		if len(s.wbuf) < maxQueuedBytes {
-			break
-		}
-		if s.drained == nil {
-			s.drained = make(chan struct{})
-		}
-		drained := s.drained
-		s.mu.Unlock()
-		select {
-		case <-drained:
-		case <-s.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if err := s.lockRoom(ctx, nil); err != nil {
+		return 0, err
 	}
+	s.sealLocked() // frames go out in the order they were asked for
 	opaque := s.c.opaque.Add(1)
 	at := len(s.wbuf)
 	b, err := protocol.AppendRequest(s.wbuf, opaque, flags, req)
 	if err == nil {
 		var n int
 		if n, err = protocol.Split(b[at:], s.c.o.limits); err == nil && n != len(b)-at {
-			err = errors.New("incomplete frame")
+			err = errorIncompleteFrame
 		}
 	}
 	if err != nil {
@@ -300,6 +286,35 @@ func (s *session) enqueue(ctx context.Context, flags protocol.Flags, req protoco
 	default: // already kicked
 	}
 	return opaque, nil
+}
+
+// lockRoom locks s.mu once the write buffer has room for another request,
+// or once noRoomNeeded (called with s.mu held) says none is needed, waiting
+// (ctx permitting) for the writer to take the buffer. On error s.mu is not
+// held.
+func (s *session) lockRoom(ctx context.Context, noRoomNeeded func() bool) error {
+	for {
+		s.mu.Lock()
+		if s.isDone() {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if len(s.wbuf) < maxQueuedBytes || (noRoomNeeded != nil && noRoomNeeded()) {
+			return nil
+		}
+		if s.drained == nil {
+			s.drained = make(chan struct{})
+		}
+		drained := s.drained
+		s.mu.Unlock()
+		select {
+		case <-drained:
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // take removes and returns the pending call for opaque (nil if none).
@@ -447,6 +462,11 @@ func (s *session) fail(err error) {
 			}
 		}
 		s.async = 0
+		var open []func(sendPart)
+		var openStart time.Time
+		if s.open != nil {
+			open, openStart, s.open = s.open.parts, s.open.start, nil
+		}
 		s.wbuf = nil
 		if s.drained != nil {
 			close(s.drained)
@@ -457,6 +477,12 @@ func (s *session) fail(err error) {
 		for _, pc := range async {
 			e := s.c.wrapErr(pc.code, pc.start, err)
 			s.c.callbacks.run(func() { pc.done(nil, e) })
+		}
+		if len(open) > 0 {
+			e := s.c.wrapErr(protocol.CodeSendMessage, openStart, err)
+			for _, p := range open {
+				s.c.callbacks.run(func() { p(sendPart{err: e}) })
+			}
 		}
 	})
 }
@@ -510,6 +536,7 @@ func (s *session) writeLoop() {
 		select {
 		case <-s.kick:
 			s.mu.Lock()
+			s.sealLocked() // the async sends gathered while we were writing
 			w, s.wbuf = s.wbuf, w[:0]
 			if s.drained != nil {
 				close(s.drained)

@@ -21,6 +21,14 @@
 // retried: Send returns the full SendResult with that Status together with
 // the error.
 //
+// Producer.SendAsync coalesces: the async sends to one topic that arrive
+// while the connection is busy writing go out together as one
+// SEND_BATCH_MESSAGE to one queue (picked round robin per batch), and each
+// callback still gets its own message's id, queue and offset. Nothing waits
+// for a batch to fill. A refused batch is sent again message by message, so
+// one bad message cannot fail the others. WithSendCoalescing(false) turns
+// it off.
+//
 // Close on any client value fails its calls in flight with ErrClosed and
 // returns after all its goroutines have ended.
 //

@@ -58,6 +58,7 @@ type options struct {
 	slaveAddrs     []string
 	masterRetry    time.Duration
 	grp            groupOptions // PushConsumer group mode (group_options.go)
+	coalesce       bool         // SendAsync may coalesce (coalesce.go)
 }
 
 func defaultOptions() options {
@@ -83,6 +84,7 @@ func defaultOptions() options {
 		queue:          -1,
 		routeTTL:       30 * time.Second,
 		masterRetry:    3 * time.Second,
+		coalesce:       true,
 	}
 }
 
@@ -131,6 +133,15 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	return o, nil
 }
+
+// WithSendCoalescing turns the coalescing of async sends on or off (on by
+// default). When on, the SendAsync calls for one topic that arrive while
+// the connection is busy writing share one SEND_BATCH request, and so one
+// queue, picked round robin per batch; nothing waits for a batch to fill.
+// Messages with a delay, sends with ToQueue, and Send, SendOneway and
+// SendBatch are never coalesced. Off, every SendAsync is its own SEND to
+// the next queue in round robin.
+func WithSendCoalescing(on bool) Option { return func(o *options) { o.coalesce = on } }
 
 // WithTimeout sets the timeout of each request (default 3 s). A pull's
 // timeout is its suspend time plus this. The context passed to a call can

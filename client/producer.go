@@ -141,16 +141,31 @@ func (p *Producer) cachedQueue(topic string, so sendOptions, now time.Time) (int
 	if so.queue >= 0 {
 		return so.queue, true
 	}
+	r := p.cachedRoute(topic, now)
+	if r == nil {
+		return 0, false
+	}
+	return r.pick(), true
+}
+
+// cachedRoute returns topic's route if it is known and fresh.
+func (p *Producer) cachedRoute(topic string, now time.Time) *route {
 	p.mu.Lock()
 	r := p.routes[topic]
 	p.mu.Unlock()
 	if r == nil || now.Sub(r.fetched) > p.o.routeTTL {
-		return 0, false
+		return nil
 	}
+	return r
+}
+
+// pick is the next queue in round robin, or -1 (the broker picks) for a
+// topic the broker did not know.
+func (r *route) pick() int32 {
 	if r.queues <= 0 {
-		return -1, true
+		return -1
 	}
-	return int32(r.next.Add(1)-1) % r.queues, true
+	return int32(r.next.Add(1)-1) % r.queues
 }
 
 // queueFor picks the queue for the next attempt.
@@ -179,10 +194,7 @@ func (p *Producer) queueFor(ctx context.Context, topic string, so sendOptions) (
 		p.routes[topic] = r
 		p.mu.Unlock()
 	}
-	if r.queues <= 0 {
-		return -1, nil
-	}
-	return int32(r.next.Add(1)-1) % r.queues, nil
+	return r.pick(), nil
 }
 
 func (p *Producer) forgetRoute(topic string) {
@@ -339,6 +351,12 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 		defer p.wg.Done()
 		callback(res, err)
 	}
+	if p.o.coalesce && so.queue < 0 && !delayed(msg) {
+		if r := p.cachedRoute(msg.Topic, now); r != nil {
+			p.sendCoalesced(ctx, msg, so, r, now, finish)
+			return
+		}
+	}
 	q, ok := p.cachedQueue(msg.Topic, so, now)
 	if !ok {
 		// The topic's route must be fetched first: do the whole send on a
@@ -353,18 +371,75 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	born := now.UnixMilli()
 	p.c.callAsync(ctx, p.sendRequest(msg, q, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
 		stored, err := p.sendOutcome(f, err, &res)
-		if err == nil || stored || p.o.retries == 0 || !retryable(err) || ctx.Err() != nil {
+		if err == nil || stored || ctx.Err() != nil {
 			finish(res, err)
 			return
 		}
-		if errors.Is(err, ErrTopicNotExist) {
-			p.forgetRoute(msg.Topic)
-		}
-		go func() {
-			err := p.retryFrom(ctx, msg.Topic, 1, err, p.sendAttempt(ctx, msg, so, born, &res))
-			finish(res, err)
-		}()
+		p.retryAsync(ctx, msg, so, born, &res, err, finish)
 	})
+}
+
+// retryAsync goes on with an async send whose first attempt failed with
+// err without storing the message: it retries on a goroutine of its own, if
+// retries are on and err allows them, and calls finish with the outcome.
+func (p *Producer) retryAsync(ctx context.Context, msg *protocol.Message, so sendOptions, born int64, res *SendResult, err error, finish func(SendResult, error)) {
+	if p.o.retries == 0 || !retryable(err) {
+		finish(*res, err)
+		return
+	}
+	if errors.Is(err, ErrTopicNotExist) {
+		p.forgetRoute(msg.Topic)
+	}
+	go func() {
+		err := p.retryFrom(ctx, msg.Topic, 1, err, p.sendAttempt(ctx, msg, so, born, res))
+		finish(*res, err)
+	}()
+}
+
+// delayed reports whether msg asks for delayed delivery: the broker moves
+// such a message to its schedule topic, so it is not coalesced with others.
+func delayed(msg *protocol.Message) bool {
+	return msg.Property(protocol.PropertyDelay) != "" || msg.Property(protocol.PropertyTimerDeliverMs) != ""
+}
+
+// sendCoalesced is SendAsync's path for a message that may share a
+// SEND_BATCH with others (see coalesce.go). A refusal of a batch of several
+// messages may be because of another message, so the message is then sent
+// again on its own, as by Send, with Send's retries.
+func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so sendOptions, r *route, now time.Time, finish func(SendResult, error)) {
+	born := now.UnixMilli()
+	p.c.sendCoalesced(ctx, p.o.producerGroup, msg, r.pick, born, now, p.o.timeout, func(sp sendPart) {
+		res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
+		stored, err := p.partOutcome(sp, &res)
+		if err == nil || stored || ctx.Err() != nil {
+			finish(res, err)
+			return
+		}
+		if sp.batched {
+			go func() { finish(p.send(ctx, msg, so)) }()
+			return
+		}
+		p.retryAsync(ctx, msg, so, born, &res, err, finish)
+	})
+}
+
+// partOutcome is sendOutcome for a coalesced message.
+func (p *Producer) partOutcome(sp sendPart, res *SendResult) (bool, error) {
+	if sp.f == nil {
+		return false, sp.err
+	}
+	res.Status = sp.f.Status
+	if !sp.f.Status.Stored() {
+		return false, statusError(sp.f)
+	}
+	if sp.err != nil {
+		return true, sp.err // stored all the same: do not resend
+	}
+	res.MsgID, res.QueueID, res.QueueOffset = sp.resp.MsgID, sp.resp.QueueID, sp.resp.QueueOffset
+	if sp.f.Status != protocol.StatusOK {
+		return true, statusError(sp.f)
+	}
+	return true, nil
 }
 
 // SendOneway sends msg without waiting for (or getting) an answer: it
