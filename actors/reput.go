@@ -194,8 +194,10 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 	}
 	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
 	all := make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4) // sized like the last batch: no regrowth
+	topic := ""
 	next, err := r.b.store.ForEachRecord(r.pos, r.visible, false, func(off int64, rec *storage.Record) error {
-		d := storage.NewDispatchRequest(off, rec)
+		d := storage.NewDispatchRequestTopic(off, rec, topic)
+		topic = d.Key.Topic
 		perQueue[d.Key] = append(perQueue[d.Key], d)
 		all = append(all, d)
 		r.lastTs = d.StoreTimestamp

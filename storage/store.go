@@ -217,9 +217,12 @@ type DispatchRequest struct {
 // ForEachRecord decodes the records in [from, to) in order and calls fn with
 // each record's offset; blank fillers are skipped. It stops at the first
 // record that does not decode and returns its offset with the error, so the
-// caller can tell where valid data ends. next is where it stopped.
+// caller can tell where valid data ends. next is where it stopped. fn must
+// not keep r: the same Record is reused for every call (one allocation per
+// walk, not per record).
 func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, r *Record) error) (next int64, err error) {
 	off := from
+	var r Record
 	for off < to {
 		seg := s.cl.findSegment(off)
 		if seg == nil {
@@ -236,7 +239,7 @@ func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, 
 			off = seg.end()
 			continue
 		}
-		r, err := DecodeRecord(b, checkCRC)
+		r, err = DecodeRecord(b, checkCRC)
 		if err != nil {
 			return off, err
 		}
@@ -253,8 +256,18 @@ func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, 
 
 // NewDispatchRequest builds the dispatch request of a decoded record.
 func NewDispatchRequest(off int64, r *Record) DispatchRequest {
+	return NewDispatchRequestTopic(off, r, "")
+}
+
+// NewDispatchRequestTopic is NewDispatchRequest that reuses topic, if it
+// is the record's topic, instead of allocating the string again: a walk
+// over many records of a few topics passes the last one.
+func NewDispatchRequestTopic(off int64, r *Record, topic string) DispatchRequest {
+	if topic != string(r.Topic) { // no allocation: compared in place
+		topic = string(r.Topic)
+	}
 	d := DispatchRequest{
-		Key:            QueueKey{string(r.Topic), r.QueueID},
+		Key:            QueueKey{topic, r.QueueID},
 		QueueOffset:    r.QueueOffset,
 		Entry:          cq.Entry{Offset: off, Size: r.TotalSize},
 		StoreTimestamp: r.StoreTimestamp,
