@@ -335,6 +335,7 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		for _, h := range d.held {
+			parked(h.conn, -1)
 			d.notFound(h.pullMsg)
 		}
 		d.held = nil
@@ -381,6 +382,7 @@ func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
 	}
 	h.deadline = d.b.env.Clock.Now().Add(suspend)
 	d.held = append(d.held, h)
+	parked(h.conn, 1)
 	d.arm(ctx, h.deadline)
 }
 
@@ -463,6 +465,7 @@ func (d *dispatchActor) serveHeld(ctx actor.Context) {
 	keep := d.held[:0]
 	var earliest time.Time
 	for _, h := range d.held {
+		parked(h.conn, -1) // taken out: answered below, or parked again
 		if h.conn != nil && closed(h.conn) {
 			continue
 		}
@@ -473,6 +476,7 @@ func (d *dispatchActor) serveHeld(ctx actor.Context) {
 			d.notFound(h.pullMsg)
 			continue
 		}
+		parked(h.conn, 1)
 		if earliest.IsZero() || h.deadline.Before(earliest) {
 			earliest = h.deadline
 		}

@@ -19,6 +19,18 @@ type Conn interface {
 	Close(reason string)
 }
 
+// parked tells c's transport, if it wants to know (netio does), that delta
+// of its requests were parked as long polls (+1) or taken out of parking
+// (-1, just before the answer is written). A parked request's answer comes
+// at an unknown time, so the transport need not wait for it to batch
+// answers: it writes the others straight away once none but parked ones are
+// left.
+func parked(c Conn, delta int) {
+	if p, ok := c.(interface{ Parked(delta int) }); ok {
+		p.Parked(delta)
+	}
+}
+
 // Inbound is one read burst of a connection: every complete request frame
 // that arrived together, in order. The transport hands the broker one
 // Inbound per burst, not one message per frame, so the writer can append a

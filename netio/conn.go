@@ -29,6 +29,7 @@ type conn struct {
 	// yet: frames queued for the loop, not yet in gnet's outbound buffer.
 	pending  atomic.Int64
 	inflight atomic.Int64 // requests delivered and not yet answered
+	parked   atomic.Int64 // of those, long polls the broker parked (Parked)
 
 	fd int // the socket, for direct writes (closed by gnet after OnClose)
 
@@ -62,6 +63,9 @@ func newConn(s *Server, gc gnet.Conn) *conn {
 	c.touch()
 	return c
 }
+
+// Parked counts requests the broker parked as long polls (see Write).
+func (c *conn) Parked(delta int) { c.parked.Add(int64(delta)) }
 
 func (c *conn) ID() uint64         { return c.id }
 func (c *conn) RemoteAddr() string { return c.remote }
@@ -104,11 +108,13 @@ func (c *conn) Write(frame []byte) {
 	// to the loop together: one writev per loop turn instead of one write
 	// per response (syscalls were a third of the broker's CPU).
 	c.outMu.Lock()
-	if left == 0 && !c.flushQueued && !c.viaLoop && !c.fdGone {
-		// The last answer the peer waits for, and nothing of ours is
-		// queued: write it from this goroutine. A sync client's answer
-		// then costs one write instead of waking the loop to write it.
-		// A batch of answers still goes through the loop, in one writev.
+	if left-c.parked.Load() <= 0 && !c.flushQueued && !c.viaLoop && !c.fdGone {
+		// The last answer the peer waits for (but for parked long polls,
+		// whose answers come when they come), and nothing of ours is
+		// queued: write it from this goroutine. A sync client's answer,
+		// or a long poll's, then costs one write instead of waking the
+		// loop to write it. A batch of answers still goes through the
+		// loop, in one writev.
 		done := c.writeDirect(frame)
 		if done == len(frame) {
 			c.outMu.Unlock()

@@ -20,10 +20,13 @@ import (
 	"github.com/wharfmq/wharf/protocol"
 )
 
-// bigCode marks requests the fake handler answers with bigSize bytes.
+// bigCode marks requests the fake handler answers with bigSize bytes;
+// parkCode ones it parks (as the broker parks a long poll) and never
+// answers.
 const (
-	bigCode = protocol.CodeQueryMessage
-	bigSize = 1 << 20
+	bigCode  = protocol.CodeQueryMessage
+	bigSize  = 1 << 20
+	parkCode = protocol.CodePullMessage
 )
 
 type delivery struct {
@@ -51,6 +54,10 @@ func (h *echoHandler) Deliver(in *actors.Inbound) {
 	h.mu.Unlock()
 	for _, f := range in.Frames {
 		if f.IsOneway() {
+			continue
+		}
+		if f.Code == parkCode {
+			in.Conn.(interface{ Parked(int) }).Parked(1)
 			continue
 		}
 		body := f.Body
@@ -749,6 +756,18 @@ func TestDirectWrites(t *testing.T) {
 	}
 	if got := s.Stats().DirectWrites - before; got < 3 {
 		t.Fatalf("%d of 5 round trips after the backlog were direct, want at least 3", got)
+	}
+	// A parked request (a long poll) does not stop the answers to the
+	// others from going direct.
+	if _, err := c.Write(request(parkCode, 300, nil)); err != nil {
+		t.Fatal(err)
+	}
+	before = s.Stats().DirectWrites
+	for i := range uint32(5) {
+		roundTrip(t, c, 400+i, []byte("ping"))
+	}
+	if got := s.Stats().DirectWrites - before; got < 3 {
+		t.Fatalf("%d of 5 round trips beside a parked request were direct, want at least 3", got)
 	}
 	if st := s.Stats(); st.DroppedWrites != 0 || st.ClosedSlow != 0 {
 		t.Fatalf("stats %+v", st)
