@@ -380,6 +380,56 @@ func recordToExt(r *storage.Record) protocol.MessageExt {
 	}
 }
 
+// extBuilder converts stored records into wire messages for one pull
+// answer without a Go map per message: each record's properties are
+// re-encoded straight into one buffer as the msgpack map
+// Message.RawProperties holds (the answer is encoded from it at once), and
+// the strings that repeat from record to record (topic, hosts) are made
+// once. A pull answer of 256 messages built maps and host strings for each
+// until then: a fifth of the broker's CPU while consumers caught up.
+type extBuilder struct {
+	props        []byte
+	topic        string
+	born, store  netip.AddrPort
+	bornS, storS string
+}
+
+func (x *extBuilder) ext(r *storage.Record) protocol.MessageExt {
+	var raw []byte
+	if len(r.Properties) > 0 {
+		n := 0
+		storage.EachProperty(r.Properties, func(_, _ []byte) { n++ })
+		at := len(x.props)
+		x.props = protocol.AppendPropertyMapHeader(x.props, n)
+		storage.EachProperty(r.Properties, func(k, v []byte) { x.props = protocol.AppendPropertyPair(x.props, k, v) })
+		raw = x.props[at:len(x.props):len(x.props)]
+	}
+	if x.topic != string(r.Topic) {
+		x.topic = string(r.Topic)
+	}
+	if r.BornHost != x.born || x.bornS == "" {
+		x.born, x.bornS = r.BornHost, r.BornHost.String()
+	}
+	if r.StoreHost != x.store || x.storS == "" {
+		x.store, x.storS = r.StoreHost, r.StoreHost.String()
+	}
+	return protocol.MessageExt{
+		Message:         protocol.Message{Topic: x.topic, Flag: r.Flag, Body: r.Body, RawProperties: raw},
+		QueueID:         r.QueueID,
+		QueueOffset:     r.QueueOffset,
+		CommitLogOffset: r.PhysicalOffset,
+		StoreSize:       r.TotalSize,
+		BornTimestamp:   r.BornTimestamp,
+		StoreTimestamp:  r.StoreTimestamp,
+		BornHost:        x.bornS,
+		StoreHost:       x.storS,
+		MsgID:           protocol.OffsetMsgID(r.StoreHost, r.PhysicalOffset),
+		ReconsumeTimes:  r.ReconsumeTimes,
+		SysFlag:         r.SysFlag,
+		BodyCRC:         r.BodyCRC,
+	}
+}
+
 // encodeProperties turns a property map into the log's properties string,
 // keys sorted so the same message always gives the same bytes.
 func encodeProperties(props map[string]string) ([]byte, error) {

@@ -418,14 +418,15 @@ func (d *dispatchActor) try(h *heldPull) bool {
 	switch res.Status {
 	case storage.GetFound:
 		msgs := make([]protocol.MessageExt, 0, len(res.Records))
+		xb := extBuilder{props: make([]byte, 0, 48*len(res.Records))}
 		for _, raw := range res.Records {
 			rec, err := storage.DecodeRecord(raw, false)
 			if err != nil {
 				b.respond(h.request, protocol.StatusSystemError, fmt.Sprintf("decode record: %v", err), nil)
 				return true
 			}
-			ext := recordToExt(&rec)
-			if !h.expr.All && !h.expr.Matches(ext.Properties[protocol.PropertyTags]) {
+			ext := xb.ext(&rec)
+			if !h.expr.All && !h.expr.Matches(ext.Property(protocol.PropertyTags)) {
 				continue // a tags hash collision
 			}
 			msgs = append(msgs, ext)

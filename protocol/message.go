@@ -361,6 +361,17 @@ func EachRawProperty(raw []byte, fn func(k, v []byte)) {
 	}
 }
 
+// AppendPropertyMapHeader and AppendPropertyPair build, without a Go map,
+// the msgpack map of properties that Message.RawProperties holds: the
+// header for n pairs, then n pairs. A broker turning stored properties into
+// a pull answer uses them.
+func AppendPropertyMapHeader(b []byte, n int) []byte { return appendMapHeader(b, n) }
+
+// AppendPropertyPair appends one key and value; see AppendPropertyMapHeader.
+func AppendPropertyPair(b []byte, k, v []byte) []byte {
+	return appendStr(appendStr(b, k), v)
+}
+
 // RawProperty returns the value of key in a properties map kept encoded
 // ("" if absent). Of repeated keys the last counts, as when the map is
 // decoded.

@@ -34,7 +34,7 @@ func appendArrayHeader(b []byte, n int) []byte {
 	}
 }
 
-func appendStr(b []byte, s string) []byte {
+func appendStr[S string | []byte](b []byte, s S) []byte {
 	n := len(s)
 	switch {
 	case n < 32:
