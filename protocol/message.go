@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Well-known message property keys (RocketMQ's names).
@@ -489,7 +490,7 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	// The list is one level and its elements' maps a second: what dec
 	// skips inside an element may nest MaxDepth-2 deep, so that the body
 	// as a whole stays within MaxDepth as Validate would hold it.
-	r := &reader{b: body, rawProps: lim.RawProperties, skipDepth: depthBelow(lim, 2)}
+	r := &reader{b: body, rawProps: lim.RawProperties, skipDepth: depthBelow(lim, 2), useArena: true}
 	n, err := r.arrayLen()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -500,7 +501,16 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	if n > (len(body)-r.p)/minListElem {
 		return nil, fmt.Errorf("%w: %s: %d elements in %d bytes (each needs %d)", ErrFrameIllegal, what, n, len(body)-r.p, minListElem)
 	}
-	out := make([]T, 0, min(n, 16))
+	// Presize from the declared count, but never to more bytes than the
+	// body holds (an element costs at least minListElem bytes of it, and
+	// the allocation stays below the frame's size): a list of 256
+	// messages was regrown nine times.
+	var zero T
+	presize := len(body) / int(unsafe.Sizeof(zero)+1)
+	if presize < 16 {
+		presize = 16
+	}
+	out := make([]T, 0, min(n, presize))
 	for i := range n {
 		var v T
 		if err := dec(r, &v); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // This file holds a minimal msgpack writer and reader used for the frame
@@ -112,7 +113,17 @@ type reader struct {
 	// last few, strSeen returns one of them when the bytes match.
 	seen *[8]string // allocated on first use
 	next int
+
+	// arena, when set (list decoders), holds the bytes of the strings str
+	// returns, so that a list of messages costs a few allocations for its
+	// strings instead of one per string. It is only ever appended to: the
+	// strings made from it never change.
+	arena    []byte
+	useArena bool
 }
+
+// arenaChunk is the size of a string arena's chunks.
+const arenaChunk = 16 << 10
 
 // strSeen reads a string like str, but returns an earlier string of this
 // reader with the same bytes instead of allocating a new one. For the
@@ -269,7 +280,18 @@ func (r *reader) rawStr() ([]byte, error) {
 
 func (r *reader) str() (string, error) {
 	s, err := r.rawStr()
-	return string(s), err
+	if err != nil || len(s) == 0 || !r.useArena {
+		return string(s), err
+	}
+	if cap(r.arena)-len(r.arena) < len(s) {
+		// A new chunk; the strings of the old one keep it alive.
+		// Strings are a small part of a message list: a sixteenth of
+		// the body, within [512 B, arenaChunk], per chunk.
+		r.arena = make([]byte, 0, max(len(s), min(max(len(r.b)/16, 512), arenaChunk)))
+	}
+	at := len(r.arena)
+	r.arena = append(r.arena, s...)
+	return unsafe.String(&r.arena[at], len(s)), nil
 }
 
 // int reads any msgpack integer (nil reads as 0) that fits in [lo, hi].
