@@ -68,7 +68,7 @@ func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Me
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	size := len(msg.Body) + 64
+	size := len(msg.Body) + len(msg.RawProperties) + 64
 	for k, v := range msg.Properties {
 		size += len(k) + len(v) + 2
 	}
@@ -131,7 +131,7 @@ func (s *session) sealLocked() {
 	if single {
 		m := &b.req.Messages[0]
 		req = &protocol.SendRequest{ProducerGroup: b.req.ProducerGroup, Topic: b.req.Topic, QueueID: b.req.QueueID,
-			Flag: m.Flag, BornTimestamp: b.req.BornTimestamp, Properties: m.Properties, Body: m.Body}
+			Flag: m.Flag, BornTimestamp: b.req.BornTimestamp, Properties: m.Properties, RawProperties: m.RawProperties, Body: m.Body}
 	}
 	code := req.RequestCode()
 	opaque := c.opaque.Add(1)

@@ -291,6 +291,7 @@ func (p *Producer) sendRequest(msg *protocol.Message, q int32, born int64) *prot
 		Flag:          msg.Flag,
 		BornTimestamp: born,
 		Properties:    msg.Properties,
+		RawProperties: msg.RawProperties,
 		Body:          msg.Body,
 	}
 }
