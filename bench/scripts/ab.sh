@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Alternates two wharf binaries on one bench scenario, N rounds, and prints
+# one line per run, sorted by binary: msgs/s, p50 ms, p99 ms, broker CPU s
+# per million messages. For comparing a change with the build before it on
+# a noisy machine: read the medians.
+#
+#   go build -o /tmp/wharf-before ./cmd/wharf   # (on the old commit)
+#   make build
+#   bench/scripts/ab.sh 3 sync-16 /tmp/wharf-before bin/wharf
+#   bench/scripts/ab.sh 3 consume-backlog /tmp/wharf-before bin/wharf --backlog 500000
+set -euo pipefail
+if [ $# -lt 4 ]; then
+  echo "usage: $0 ROUNDS SCENARIO BIN_A BIN_B [wharf bench flags...]" >&2
+  exit 2
+fi
+n=$1; sc=$2; a=$3; b=$4; shift 4
+for _ in $(seq "$n"); do
+  for bin in "$a" "$b"; do
+    r=$("$bin" bench --scenario "$sc" --duration 3s --warmup 1s --settle 2s --json "$@" 2>/dev/null |
+      grep -o '"msgs_per_s":[0-9]*\|"p50_ms":[0-9.]*\|"p99_ms":[0-9.]*\|"broker_cpu_s_per_m_msgs":[0-9.]*' |
+      cut -d: -f2 | tr '\n' ' ')
+    echo "$bin $r"
+  done
+done | sort
