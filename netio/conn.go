@@ -115,10 +115,12 @@ func (c *conn) Write(frame []byte) {
 		// or a long poll's, then costs one write instead of waking the
 		// loop to write it. A batch of answers still goes through the
 		// loop, in one writev.
-		done := c.writeDirect(frame)
+		done, ok := c.writeDirect(frame)
 		if done == len(frame) {
 			c.outMu.Unlock()
-			c.s.stats.directWrites.Add(1)
+			if ok {
+				c.s.stats.directWrites.Add(1)
+			}
 			return
 		}
 		frame = frame[done:]
@@ -187,10 +189,9 @@ func (c *conn) Write(frame []byte) {
 // are done with; fewer than len(frame) means the kernel's buffer is full
 // and the rest must go through the loop (gnet waits for the socket to
 // become writable). A write error means the connection is broken: the
-// frame is dropped (all of it counts as done) and gnet's read side reports
-// the close.
-func (c *conn) writeDirect(frame []byte) int {
-	done := 0
+// frame is dropped (all of it counts as done, ok is false) and gnet's read
+// side reports the close.
+func (c *conn) writeDirect(frame []byte) (done int, ok bool) {
 	for done < len(frame) {
 		n, err := unix.Write(c.fd, frame[done:])
 		if n > 0 {
@@ -199,13 +200,13 @@ func (c *conn) writeDirect(frame []byte) int {
 		if err == unix.EINTR {
 			continue
 		}
-		if err == unix.EAGAIN {
+		if err == unix.EAGAIN || (err == nil && n <= 0) {
 			break
 		}
 		if err != nil {
 			c.pending.Add(-int64(len(frame)))
 			c.s.stats.droppedWrites.Add(1)
-			return len(frame)
+			return len(frame), false
 		}
 	}
 	c.pending.Add(-int64(done))
@@ -213,7 +214,7 @@ func (c *conn) writeDirect(frame []byte) int {
 		c.s.stats.bytesOut.Add(uint64(done))
 		c.touch()
 	}
-	return done
+	return done, true
 }
 
 // maxIOV bounds the buffers of one writev (the kernel's IOV_MAX is 1024).

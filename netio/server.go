@@ -385,8 +385,9 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	if end > 0 {
 		// One copy per burst: gnet reuses Peek's memory once we return, and
 		// the frames alias their bytes.
-		data := make([]byte, end)
-		copy(data, buf[:end])
+		// append, not make+copy: the runtime then skips zeroing bytes
+		// that are overwritten at once.
+		data := append([]byte(nil), buf[:end]...)
 		for off := 0; off < end; {
 			n, _ := protocol.Split(data[off:], lim) // already validated above
 			f, err := protocol.DecodeFrame(data[off:off+n], lim)
