@@ -356,28 +356,10 @@ const Version = "0.1.0"
 // recordToExt converts a stored record into the wire form. Body aliases the
 // record's bytes, which stay valid while the response is encoded.
 func recordToExt(r *storage.Record) protocol.MessageExt {
-	var props map[string]string
-	storage.EachProperty(r.Properties, func(k, v []byte) {
-		if props == nil {
-			props = make(map[string]string, 4)
-		}
-		props[string(k)] = string(v)
-	})
-	return protocol.MessageExt{
-		Message:         protocol.Message{Topic: string(r.Topic), Flag: r.Flag, Body: r.Body, Properties: props},
-		QueueID:         r.QueueID,
-		QueueOffset:     r.QueueOffset,
-		CommitLogOffset: r.PhysicalOffset,
-		StoreSize:       r.TotalSize,
-		BornTimestamp:   r.BornTimestamp,
-		StoreTimestamp:  r.StoreTimestamp,
-		BornHost:        r.BornHost.String(),
-		StoreHost:       r.StoreHost.String(),
-		MsgID:           protocol.OffsetMsgID(r.StoreHost, r.PhysicalOffset),
-		ReconsumeTimes:  r.ReconsumeTimes,
-		SysFlag:         r.SysFlag,
-		BodyCRC:         r.BodyCRC,
-	}
+	var x extBuilder
+	ext := x.ext(r)
+	ext.PropertyMap() // a map: the callers read and copy it
+	return ext
 }
 
 // extBuilder converts stored records into wire messages for one pull
