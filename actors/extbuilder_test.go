@@ -45,8 +45,8 @@ func TestExtBuilder(t *testing.T) {
 			r := tc.rec
 			got := xb.ext(r)
 			want := protocol.MessageExt{
-				Message:     protocol.Message{Topic: "orders", Flag: 7, Body: []byte("hello"), Properties: tc.props},
-				QueueID:     3, QueueOffset: 42, CommitLogOffset: 4096, StoreSize: 300, BornTimestamp: 1, StoreTimestamp: 2,
+				Message: protocol.Message{Topic: "orders", Flag: 7, Body: []byte("hello"), Properties: tc.props},
+				QueueID: 3, QueueOffset: 42, CommitLogOffset: 4096, StoreSize: 300, BornTimestamp: 1, StoreTimestamp: 2,
 				BornHost: r.BornHost.String(), StoreHost: "10.0.0.2:10911", MsgID: protocol.OffsetMsgID(r.StoreHost, 4096),
 				ReconsumeTimes: 1, SysFlag: 4, BodyCRC: 99,
 			}
