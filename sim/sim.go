@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -196,7 +197,18 @@ func nodeConfigs(sc Scenario, slave bool) (actors.Config, storage.Config) {
 }
 
 // Run runs one seed.
-func Run(opt Options) *Result {
+func Run(opt Options) (res *Result) {
+	// A panic of the code under test (outside the actors, whose supervisors
+	// restart them) is this seed's failure, not the end of the campaign.
+	scenario := opt.Scenario
+	defer func() {
+		if p := recover(); p != nil {
+			if res == nil {
+				res = &Result{Seed: opt.Seed, Scenario: scenario}
+			}
+			res.Violations = append(res.Violations, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+		}
+	}()
 	w := NewWorld(opt.Seed, opt.Trace)
 	var sc Scenario
 	if opt.Scenario != "" {
@@ -207,6 +219,7 @@ func Run(opt Options) *Result {
 	} else {
 		sc = Scenarios[w.rng.Intn(len(Scenarios))]
 	}
+	scenario = sc.Name
 	if sc.Duration == 0 {
 		sc.Duration = time.Duration(2+w.rng.Intn(4)) * time.Second
 	}

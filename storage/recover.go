@@ -111,8 +111,16 @@ func (s *Store) recover() (*RecoveryReport, error) {
 			scanFrom = clamp(min(cp.Dispatched, cp.CLFlushed))
 		}
 		// Validate from the start of the segment holding scanFrom: the part
-		// of the log not yet known durable is where a tear can be.
-		scanFrom = s.cl.findSegment(scanFrom).start
+		// of the log not yet known durable is where a tear can be. When
+		// scanFrom is the log's end and that is a segment's end (a slave
+		// that copied the master's blank filler creates the next segment
+		// only when the next bytes come), no segment holds it: the last
+		// one is validated.
+		seg := s.cl.findSegment(scanFrom)
+		if seg == nil {
+			seg = segs[len(segs)-1]
+		}
+		scanFrom = seg.start
 		end, err = s.scanValid(scanFrom, logEnd, durable)
 		if err != nil {
 			return rep, err
