@@ -219,7 +219,10 @@ func TestProduceCountsUnconfirmedAsFailed(t *testing.T) {
 		return 0
 	})
 	keys := filepath.Join(t.TempDir(), "keys.txt")
-	out, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "40", "--json", "--keys-out", keys)
+	// One send in flight: each message is its own SEND request (async sends
+	// in flight together would be coalesced into SEND_BATCH requests, and the
+	// hook counts requests).
+	out, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "40", "--inflight", "1", "--json", "--keys-out", keys)
 	if err == nil || !strings.Contains(err.Error(), "not acknowledged") {
 		t.Fatalf("err = %v", err)
 	}
@@ -241,7 +244,7 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	go func() {
-		for b.Count(protocol.CodeSendMessage) < 200 {
+		for b.Total("T") < 200 { // messages, however they were batched
 			time.Sleep(5 * time.Millisecond)
 		}
 		b.Stop()
@@ -307,7 +310,7 @@ func TestProduceInterrupted(t *testing.T) {
 	b := clienttest.NewBroker(t)
 	b.CreateTopic("T", 1)
 	go func() {
-		for b.Count(protocol.CodeSendMessage) < 100 {
+		for b.Total("T") < 100 { // messages, however they were batched
 			time.Sleep(5 * time.Millisecond)
 		}
 		// produce has its signal handler installed by now.
