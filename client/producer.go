@@ -302,13 +302,28 @@ func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (b
 	if err != nil {
 		return false, err
 	}
+	var resp protocol.SendResponse
+	var derr error
+	if f.Status.Stored() {
+		derr = p.c.decode(f, &resp)
+	}
+	return outcome(f, nil, &resp, derr, res)
+}
+
+// outcome reads into res the answer f to a request that carried one
+// message (f is nil after the transport error err); resp is the message's
+// part of a stored answer, derr the failure to decode it. It reports
+// whether the broker stored the message.
+func outcome(f *protocol.Frame, err error, resp *protocol.SendResponse, derr error, res *SendResult) (bool, error) {
+	if f == nil {
+		return false, err
+	}
 	res.Status = f.Status
 	if !f.Status.Stored() {
 		return false, statusError(f)
 	}
-	var resp protocol.SendResponse
-	if err := p.c.decode(f, &resp); err != nil {
-		return true, err // stored all the same: do not resend
+	if derr != nil {
+		return true, derr // stored all the same: do not resend
 	}
 	res.MsgID, res.QueueID, res.QueueOffset = resp.MsgID, resp.QueueID, resp.QueueOffset
 	if f.Status != protocol.StatusOK {
@@ -426,21 +441,7 @@ func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so 
 
 // partOutcome is sendOutcome for a coalesced message.
 func (p *Producer) partOutcome(sp sendPart, res *SendResult) (bool, error) {
-	if sp.f == nil {
-		return false, sp.err
-	}
-	res.Status = sp.f.Status
-	if !sp.f.Status.Stored() {
-		return false, statusError(sp.f)
-	}
-	if sp.err != nil {
-		return true, sp.err // stored all the same: do not resend
-	}
-	res.MsgID, res.QueueID, res.QueueOffset = sp.resp.MsgID, sp.resp.QueueID, sp.resp.QueueOffset
-	if sp.f.Status != protocol.StatusOK {
-		return true, statusError(sp.f)
-	}
-	return true, nil
+	return outcome(sp.f, sp.err, &sp.resp, sp.err, res)
 }
 
 // SendOneway sends msg without waiting for (or getting) an answer: it
