@@ -38,6 +38,7 @@ type Broker struct {
 	log    *slog.Logger
 	sys    *actor.ActorSystem
 	props  []actor.PropsOption
+	k      *kit
 
 	writer, flusher, reput, index, topics, offsets *actor.PID
 	replicator, haClient                           *actor.PID
@@ -85,6 +86,10 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 func (b *Broker) Start() error {
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
+	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, log: b.log}
+	if b.env.Faults != nil {
+		b.k.faults = *b.env.Faults
+	}
 	b.bootTime = b.env.Clock.Now()
 	// Restart a panicking actor; 10 restarts in total (no wall-clock window,
 	// so the simulator stays deterministic), then stop it.
@@ -152,22 +157,10 @@ func (b *Broker) Stop() error {
 
 // after sends msg to pid after d on the Clock.
 func (b *Broker) after(d time.Duration, pid *actor.PID, msg any) func() bool {
-	return b.env.Clock.AfterFunc(d, func() { b.sys.Root.Send(pid, msg) })
+	return b.k.after(d, pid, msg)
 }
 
 func (b *Broker) nowMs() int64 { return b.env.Clock.Now().UnixMilli() }
-
-// reply encodes and writes a response, unless the request was oneway.
-func (b *Broker) reply(c Conn, code protocol.Code, opaque uint32, oneway bool, st protocol.Status, remark string, resp protocol.Fields) {
-	if oneway || c == nil {
-		return
-	}
-	frame, err := protocol.AppendResponse(make([]byte, 0, sizeHint(resp)), code, opaque, st, remark, resp)
-	if err != nil {
-		frame = protocol.AppendErrorResponse(nil, code, opaque, protocol.StatusSystemError, "encode response: "+err.Error())
-	}
-	c.Write(frame)
-}
 
 // request is what every routed request carries: where to answer.
 type request struct {
@@ -178,7 +171,7 @@ type request struct {
 }
 
 func (b *Broker) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
-	b.reply(r.conn, r.code, r.opaque, r.oneway, st, remark, resp)
+	b.k.respond(r, st, remark, resp)
 }
 
 // Deliver routes one read burst. It runs on the transport's goroutine and
@@ -302,11 +295,15 @@ func (b *Broker) viewMessage(r *request, m *protocol.ViewMessageRequest) {
 		return
 	}
 	rec, err := b.store.CommitLog().ReadRecord(off, 0, true)
+	var raw []byte
+	if err == nil {
+		raw, err = b.store.CommitLog().Read(off, int(rec.TotalSize))
+	}
 	if err != nil {
 		b.respond(r, protocol.StatusQueryNotFound, fmt.Sprintf("no message at offset %d: %v", off, err), nil)
 		return
 	}
-	b.respond(r, protocol.StatusOK, "", &protocol.ViewMessageResponse{Message: recordToExt(&rec)})
+	b.k.respondRecords(r, protocol.StatusOK, "", &Records{Kind: RecordsView, Raw: [][]byte{raw}})
 }
 
 func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
@@ -353,58 +350,28 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 // Version is the broker's version string.
 const Version = "0.1.0"
 
-// recordToExt converts a stored record into the wire form. Body aliases the
-// record's bytes, which stay valid while the response is encoded.
+// recordToExt converts a stored record into a message with its properties
+// as a map, for the broker's own re-sends (retries, due delayed messages).
+// Body aliases the record's bytes. Answers to clients do not come through
+// here: they carry the records and the connection's codec converts them.
 func recordToExt(r *storage.Record) protocol.MessageExt {
-	var x extBuilder
-	ext := x.ext(r)
-	ext.PropertyMap() // a map: the callers read and copy it
-	return ext
-}
-
-// extBuilder converts stored records into wire messages for one pull
-// answer without a Go map per message: each record's properties are
-// re-encoded straight into one buffer as the msgpack map
-// Message.RawProperties holds (the answer is encoded from it at once), and
-// the strings that repeat from record to record (topic, hosts) are made
-// once. A pull answer of 256 messages built maps and host strings for each
-// until then: a fifth of the broker's CPU while consumers caught up.
-type extBuilder struct {
-	props        []byte
-	topic        string
-	born, store  netip.AddrPort
-	bornS, storS string
-}
-
-func (x *extBuilder) ext(r *storage.Record) protocol.MessageExt {
-	var raw []byte
-	if len(r.Properties) > 0 {
-		n := 0
-		storage.EachProperty(r.Properties, func(_, _ []byte) { n++ })
-		at := len(x.props)
-		x.props = protocol.AppendPropertyMapHeader(x.props, n)
-		storage.EachProperty(r.Properties, func(k, v []byte) { x.props = protocol.AppendPropertyPair(x.props, k, v) })
-		raw = x.props[at:len(x.props):len(x.props)]
-	}
-	if x.topic != string(r.Topic) {
-		x.topic = string(r.Topic)
-	}
-	if r.BornHost != x.born || x.bornS == "" {
-		x.born, x.bornS = r.BornHost, r.BornHost.String()
-	}
-	if r.StoreHost != x.store || x.storS == "" {
-		x.store, x.storS = r.StoreHost, r.StoreHost.String()
-	}
+	var props map[string]string
+	storage.EachProperty(r.Properties, func(k, v []byte) {
+		if props == nil {
+			props = map[string]string{}
+		}
+		props[string(k)] = string(v)
+	})
 	return protocol.MessageExt{
-		Message:         protocol.Message{Topic: x.topic, Flag: r.Flag, Body: r.Body, RawProperties: raw},
+		Message:         protocol.Message{Topic: string(r.Topic), Flag: r.Flag, Body: r.Body, Properties: props},
 		QueueID:         r.QueueID,
 		QueueOffset:     r.QueueOffset,
 		CommitLogOffset: r.PhysicalOffset,
 		StoreSize:       r.TotalSize,
 		BornTimestamp:   r.BornTimestamp,
 		StoreTimestamp:  r.StoreTimestamp,
-		BornHost:        x.bornS,
-		StoreHost:       x.storS,
+		BornHost:        r.BornHost.String(),
+		StoreHost:       r.StoreHost.String(),
 		MsgID:           protocol.OffsetMsgID(r.StoreHost, r.PhysicalOffset),
 		ReconsumeTimes:  r.ReconsumeTimes,
 		SysFlag:         r.SysFlag,
@@ -470,24 +437,3 @@ func (b *Broker) knownQueues(topic string) int32 {
 	return n
 }
 
-// sizeHint estimates an answer's encoded size, so answers carrying
-// messages are encoded into one allocation instead of a growing buffer.
-func sizeHint(resp protocol.Fields) int {
-	var msgs []protocol.MessageExt
-	switch r := resp.(type) {
-	case *protocol.PullResponse:
-		msgs = r.Messages
-	case *protocol.QueryMessageResponse:
-		msgs = r.Messages
-	default:
-		return 160 // a send's answer with its header
-	}
-	n := 512
-	for i := range msgs {
-		n += len(msgs[i].Body) + 384
-		for k, v := range msgs[i].Properties {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
-}

@@ -37,7 +37,41 @@ func newConn() *fakeConn {
 func (c *fakeConn) ID() uint64          { return c.id }
 func (c *fakeConn) RemoteAddr() string  { return "127.0.0.1:5555" }
 func (c *fakeConn) Close(reason string) { c.closed.Store(true) }
-func (c *fakeConn) Write(frame []byte) {
+func (c *fakeConn) Reply(r Response)          { c.write(encodeForTest(&r)) }
+func (c *fakeConn) Send(req protocol.Request) {}
+
+// encodeForTest encodes a typed answer as Wharf's codec does (actors may
+// not import netio, which holds it): records become messages.
+func encodeForTest(r *Response) []byte {
+	fields := r.Fields
+	if r.Records != nil {
+		var msgs []protocol.MessageExt
+		for _, raw := range r.Records.Raw {
+			rec, err := storage.DecodeRecord(raw, true)
+			if err != nil {
+				panic(err)
+			}
+			msgs = append(msgs, recordToExt(&rec))
+		}
+		switch r.Records.Kind {
+		case RecordsPull:
+			p := *r.Records.Pull
+			p.Messages = msgs
+			fields = &p
+		case RecordsQuery:
+			fields = &protocol.QueryMessageResponse{Messages: msgs}
+		case RecordsView:
+			fields = &protocol.ViewMessageResponse{Message: msgs[0]}
+		}
+	}
+	frame, err := protocol.AppendResponse(nil, r.Code, r.Opaque, r.Status, r.Remark, fields)
+	if err != nil {
+		panic(err)
+	}
+	return frame
+}
+
+func (c *fakeConn) write(frame []byte) {
 	f, err := protocol.DecodeFrame(frame[:], protocol.DefaultLimits())
 	if err != nil {
 		panic(err)

@@ -32,6 +32,8 @@ type Env struct {
 	// frames go to h. It blocks; the actors call it through RunIO.
 	Dial   func(addr string, h Handler) (Conn, error)
 	Logger *slog.Logger
+	// Faults plants bugs for the simulator's self-test; nil in production.
+	Faults *Faults
 }
 
 // FlushDiskType is SYNC_FLUSH or ASYNC_FLUSH.

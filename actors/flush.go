@@ -61,7 +61,7 @@ func (f *flushActor) Receive(ctx actor.Context) {
 		for _, r := range m.replies {
 			r.start = now
 		}
-		if Bugs.AckBeforeFlush {
+		if f.b.k.faults.AckBeforeFlush {
 			for _, r := range m.replies {
 				f.b.respond(r.request, protocol.StatusOK, "", r.ok)
 			}
@@ -78,7 +78,7 @@ func (f *flushActor) Receive(ctx actor.Context) {
 	case *flushTick:
 		f.timerArmed = false
 		if f.b.cfg.FlushDiskType == SyncFlush {
-			if !Bugs.NoFlushTimeout {
+			if !f.b.k.faults.NoFlushTimeout {
 				f.expire(ctx)
 			}
 		} else {
@@ -190,7 +190,7 @@ func (f *flushActor) releaseAll(st protocol.Status, remark string) {
 }
 
 func (f *flushActor) asyncTick(ctx actor.Context) {
-	if f.flushing || Bugs.AsyncNeverFlush {
+	if f.flushing || f.b.k.faults.AsyncNeverFlush {
 		return
 	}
 	cl := f.b.store.CommitLog()

@@ -395,7 +395,7 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 				}
 				// Released: the owner's heartbeat answered the revoking
 				// generation and no longer lists the queue.
-				if mem := g.members[o]; (!mem.owned[q] && mem.seenGen >= rg) || Bugs.DoubleAssign {
+				if mem := g.members[o]; (!mem.owned[q] && mem.seenGen >= rg) || g.b.k.faults.DoubleAssign {
 					o = t
 				}
 			} else if o == "" && !grace {
@@ -449,9 +449,8 @@ func (g *coordinator) rebalance(ctx actor.Context, self string) {
 // notify tells a member its assignment changed, so it heartbeats now
 // instead of at its next interval.
 func (g *coordinator) notify(mem *member) {
-	frame, err := protocol.AppendRequest(nil, 0, protocol.FlagOneway, &protocol.NotifyConsumerIDsChangedRequest{Group: g.name})
-	if err == nil && mem.conn != nil {
-		mem.conn.Write(frame)
+	if mem.conn != nil {
+		mem.conn.Send(&protocol.NotifyConsumerIDsChangedRequest{Group: g.name})
 	}
 }
 

@@ -178,8 +178,7 @@ func (r *replicator) handle(ctx actor.Context, c Conn, req protocol.Request) {
 
 func (r *replicator) refuse(c Conn, reason string) {
 	r.b.log.Error("refusing slave", "slave", c.RemoteAddr(), "reason", reason)
-	frame, _ := protocol.AppendRequest(nil, 0, protocol.FlagOneway, &protocol.HARefuseRequest{Reason: reason})
-	c.Write(frame)
+	c.Send(&protocol.HARefuseRequest{Reason: reason})
 	c.Close(reason)
 	delete(r.peers, c.ID())
 }
@@ -272,13 +271,7 @@ func (r *replicator) pump(p *haPeer) {
 		if len(chunk) == 0 {
 			return
 		}
-		frame, err := protocol.AppendRequest(nil, 0, protocol.FlagOneway,
-			&protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: cl.MaxOffset(), Data: chunk})
-		if err != nil {
-			r.b.log.Error("encode HA transfer", "err", err)
-			return
-		}
-		p.conn.Write(frame)
+		p.conn.Send(&protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: cl.MaxOffset(), Data: chunk})
 		p.sent += int64(len(chunk))
 	}
 }
@@ -330,7 +323,7 @@ func (r *replicator) release(actor.Context) {
 	need := r.b.cfg.InSyncReplicas
 	keep := r.waiters[:0]
 	for _, w := range r.waiters {
-		if Bugs.AckBeforeReplica || (r.copies(w.end) >= need && (!needFlush || r.flushed >= w.end)) {
+		if r.b.k.faults.AckBeforeReplica || (r.copies(w.end) >= need && (!needFlush || r.flushed >= w.end)) {
 			r.b.respond(w.request, protocol.StatusOK, "", w.ok)
 			continue
 		}
@@ -387,12 +380,8 @@ func (r *replicator) sendTopics() {
 }
 
 func (r *replicator) broadcast(req *protocol.HAMetadataRequest) {
-	frame, err := protocol.AppendRequest(nil, 0, protocol.FlagOneway, req)
-	if err != nil {
-		return
-	}
 	for _, id := range r.peerIDs() {
-		r.peers[id].conn.Write(append([]byte(nil), frame...))
+		r.peers[id].conn.Send(req)
 	}
 }
 
@@ -499,9 +488,8 @@ func (h *haClient) retry(ctx actor.Context) {
 }
 
 func (h *haClient) send(req protocol.Request) {
-	frame, err := protocol.AppendRequest(nil, 0, protocol.FlagOneway, req)
-	if err == nil && h.conn != nil {
-		h.conn.Write(frame)
+	if h.conn != nil {
+		h.conn.Send(req)
 	}
 }
 

@@ -294,7 +294,7 @@ func (o *offsetManager) handle(m *offsetMsg) {
 		}
 		q[req.QueueID] = req.CommitOffset
 		o.dirty = true
-		if m.oneway || Bugs.CommitOffsetBeforePersist {
+		if m.oneway || o.b.k.faults.CommitOffsetBeforePersist {
 			b.respond(m.request, protocol.StatusOK, "", nil)
 			return
 		}

@@ -417,27 +417,28 @@ func (d *dispatchActor) try(h *heldPull) bool {
 	}
 	switch res.Status {
 	case storage.GetFound:
-		msgs := make([]protocol.MessageExt, 0, len(res.Records))
-		xb := extBuilder{props: make([]byte, 0, 48*len(res.Records))}
-		for _, raw := range res.Records {
-			rec, err := storage.DecodeRecord(raw, false)
-			if err != nil {
-				b.respond(h.request, protocol.StatusSystemError, fmt.Sprintf("decode record: %v", err), nil)
-				return true
+		recs := res.Records
+		if !h.expr.All {
+			// The queue matched the tags hash; a hash collision must not
+			// reach the consumer.
+			recs = make([][]byte, 0, len(res.Records))
+			for _, raw := range res.Records {
+				rec, err := storage.DecodeRecord(raw, false)
+				if err != nil {
+					b.respond(h.request, protocol.StatusSystemError, fmt.Sprintf("decode record: %v", err), nil)
+					return true
+				}
+				if h.expr.Matches(recordProperty(&rec, protocol.PropertyTags)) {
+					recs = append(recs, raw)
+				}
 			}
-			ext := xb.ext(&rec)
-			if !h.expr.All && !h.expr.Matches(ext.Property(protocol.PropertyTags)) {
-				continue // a tags hash collision
-			}
-			msgs = append(msgs, ext)
 		}
-		if len(msgs) == 0 {
+		if len(recs) == 0 {
 			b.respond(h.request, protocol.StatusPullRetryImmediately, "no message matched the subscription", resp)
 			return true
 		}
-		resp.Messages = msgs
-		b.msgGetTotal.Add(int64(len(msgs)))
-		b.respond(h.request, protocol.StatusOK, "", resp)
+		b.msgGetTotal.Add(int64(len(recs)))
+		b.k.respondRecords(h.request, protocol.StatusOK, "", &Records{Kind: RecordsPull, Raw: recs, Pull: resp})
 		return true
 	case storage.GetNoMatchedMessage:
 		b.respond(h.request, protocol.StatusPullRetryImmediately, "no message matched the subscription", resp)
@@ -592,17 +593,32 @@ func (x *indexActor) query(m *queryMsg) {
 		x.b.respond(m.request, protocol.StatusQueryNotFound, fmt.Sprintf("no message with key %q in topic %q", req.Key, req.Topic), nil)
 		return
 	}
-	resp := &protocol.QueryMessageResponse{}
+	raws := make([][]byte, 0, len(recs))
 	bytes := 0
 	for i := range recs {
 		// Keep the answer within the frame and outbound limits, as pulls do.
-		if len(resp.Messages) > 0 && bytes+int(recs[i].TotalSize) > x.b.cfg.MaxPullBytes {
+		if len(raws) > 0 && bytes+int(recs[i].TotalSize) > x.b.cfg.MaxPullBytes {
 			break
 		}
+		raw, err := x.b.store.CommitLog().Read(recs[i].PhysicalOffset, int(recs[i].TotalSize))
+		if err != nil {
+			continue // deleted by retention since the query
+		}
 		bytes += int(recs[i].TotalSize)
-		resp.Messages = append(resp.Messages, recordToExt(&recs[i]))
+		raws = append(raws, raw)
 	}
-	x.b.respond(m.request, protocol.StatusOK, "", resp)
+	x.b.k.respondRecords(m.request, protocol.StatusOK, "", &Records{Kind: RecordsQuery, Raw: raws})
+}
+
+// recordProperty returns one property of a stored record ("" if absent).
+func recordProperty(r *storage.Record, key string) string {
+	v := ""
+	storage.EachProperty(r.Properties, func(k, val []byte) {
+		if v == "" && string(k) == key {
+			v = string(val)
+		}
+	})
+	return v
 }
 
 // sortedKeys returns the keys of m in (topic, queue) order.

@@ -10,11 +10,15 @@ type Conn interface {
 	ID() uint64
 	// RemoteAddr is the peer's address, for logs and stats.
 	RemoteAddr() string
-	// Write queues one encoded frame for sending and returns at once; the
-	// transport takes ownership of frame. A connection whose unsent bytes
+	// Reply queues the answer to one request and returns at once; the
+	// connection's codec (Wharf msgpack, or another listener's) encodes it,
+	// so no actor knows a wire format. A connection whose unsent bytes
 	// exceed its outbound limit (a peer that stopped reading) is closed by
 	// the transport, never buffered without bound.
-	Write(frame []byte)
+	Reply(r Response)
+	// Send queues a oneway request to the peer (the replication stream,
+	// notifications), encoded by the connection's codec.
+	Send(req protocol.Request)
 	// Close closes the connection; reason is logged.
 	Close(reason string)
 }
@@ -54,4 +58,43 @@ type Handler interface {
 func closed(c Conn) bool {
 	x, ok := c.(interface{ Closed() bool })
 	return ok && x.Closed()
+}
+
+// Response is a typed answer to one request. The connection's codec turns
+// it into bytes; actors and cores only ever build these.
+type Response struct {
+	Code   protocol.Code
+	Opaque uint32
+	Status protocol.Status
+	Remark string
+	// Fields is the typed body (nil for none).
+	Fields protocol.Fields
+	// Records, when set, is an answer made of log records as read (a pull
+	// or a query by key): each codec encodes them its own way (Wharf's as
+	// a message list, RocketMQ's remoting as the raw records).
+	Records *Records
+}
+
+// Records is an answer of whole log records, as stored.
+type Records struct {
+	Kind RecordsKind
+	Raw  [][]byte
+	// Pull holds a pull answer's other fields (Messages unset).
+	Pull *protocol.PullResponse
+}
+
+// RecordsKind says which answer a Records is.
+type RecordsKind uint8
+
+const (
+	RecordsPull  RecordsKind = iota // PULL_MESSAGE: Pull's fields and the messages
+	RecordsQuery                    // QUERY_MESSAGE: the messages
+	RecordsView                     // VIEW_MESSAGE_BY_ID: exactly one message
+)
+
+// Codec encodes typed answers and oneway requests into frames: one per
+// listener. netio holds Wharf's msgpack codec; the simulator uses the same.
+type Codec interface {
+	AppendResponse(dst []byte, r *Response) []byte
+	AppendRequest(dst []byte, req protocol.Request) ([]byte, error)
 }

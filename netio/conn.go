@@ -72,7 +72,24 @@ func (c *conn) RemoteAddr() string { return c.remote }
 
 func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 
-// Write sends frame without blocking. The last answer the peer waits for,
+// Reply implements actors.Conn: the server's codec encodes r on the
+// calling goroutine (the answering actor's), then write sends it.
+func (c *conn) Reply(r actors.Response) {
+	c.write(c.s.opt.Codec.AppendResponse(nil, &r))
+}
+
+// Send implements actors.Conn: a oneway request to the peer.
+func (c *conn) Send(req protocol.Request) {
+	frame, err := c.s.opt.Codec.AppendRequest(nil, req)
+	if err != nil {
+		c.s.log.Error("encode request", "component", "netio", "code", req.RequestCode(), "err", err)
+		return
+	}
+	c.inflight.Add(1) // not an answer: write counts one down
+	c.write(frame)
+}
+
+// write sends frame without blocking. The last answer the peer waits for,
 // when nothing of this connection is queued, is written at once from the
 // calling goroutine (the socket is non-blocking; what the kernel does not
 // take follows through the loop). Every other frame is queued with gnet's
@@ -87,7 +104,7 @@ func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 // place gnet lets us read OutboundBuffered. Either way the connection is
 // closed and the frame dropped, so at most about twice the limit is ever
 // held for one peer.
-func (c *conn) Write(frame []byte) {
+func (c *conn) write(frame []byte) {
 	left := c.inflight.Add(-1)
 	if left < 0 { // a frame the broker sent on its own (NOTIFY)
 		left = c.inflight.Add(1)

@@ -20,6 +20,7 @@ type DialOptions struct {
 	Timeout          time.Duration // connect timeout; 0 means 5 s
 	MaxOutboundBytes int           // unsent bytes before the link is dropped; 0 means 64 MiB
 	Logger           *slog.Logger
+	Codec            actors.Codec // nil means WharfCodec
 }
 
 // Dial opens an outbound link (a slave to its master) and returns it as an
@@ -36,6 +37,9 @@ func Dial(addr string, h actors.Handler, opt DialOptions) (actors.Conn, error) {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.Codec == nil {
+		opt.Codec = WharfCodec{}
 	}
 	nc, err := net.DialTimeout("tcp", addr, opt.Timeout)
 	if err != nil {
@@ -70,9 +74,22 @@ type outConn struct {
 func (c *outConn) ID() uint64         { return c.id }
 func (c *outConn) RemoteAddr() string { return c.remote }
 
-// Write queues frame; a peer that stops reading makes the link close once
+// Reply implements actors.Conn.
+func (c *outConn) Reply(r actors.Response) { c.write(c.opt.Codec.AppendResponse(nil, &r)) }
+
+// Send implements actors.Conn: a oneway request.
+func (c *outConn) Send(req protocol.Request) {
+	frame, err := c.opt.Codec.AppendRequest(nil, req)
+	if err != nil {
+		c.opt.Logger.Error("encode request", "component", "netio", "code", req.RequestCode(), "err", err)
+		return
+	}
+	c.write(frame)
+}
+
+// write queues frame; a peer that stops reading makes the link close once
 // more than MaxOutboundBytes wait.
-func (c *outConn) Write(frame []byte) {
+func (c *outConn) write(frame []byte) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

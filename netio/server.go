@@ -52,6 +52,8 @@ type Options struct {
 	// for that long. 0 disables it. (The broker passes
 	// serverChannelMaxIdleTimeSeconds, 120 s by default.)
 	IdleTimeout time.Duration
+	// Codec encodes the actors' typed answers; nil means WharfCodec.
+	Codec actors.Codec
 }
 
 // Stats is a snapshot of a Server's counters.
@@ -110,6 +112,9 @@ type Server struct {
 func NewServer(h actors.Handler, opt Options) *Server {
 	if opt.MaxOutboundBytes <= 0 {
 		opt.MaxOutboundBytes = DefaultMaxOutboundBytes
+	}
+	if opt.Codec == nil {
+		opt.Codec = WharfCodec{}
 	}
 	if opt.IdleTimeout < 0 {
 		opt.IdleTimeout = 0

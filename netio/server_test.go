@@ -64,10 +64,7 @@ func (h *echoHandler) Deliver(in *actors.Inbound) {
 		if f.Code == bigCode {
 			body = make([]byte, bigSize)
 		}
-		in.Conn.Write(protocol.AppendFrame(nil, &protocol.Frame{
-			Code: f.Code, Opaque: f.Opaque, Flags: protocol.FlagResponse,
-			Status: protocol.StatusOK, Remark: "echo", Body: body,
-		}))
+		in.Conn.Reply(actors.Response{Code: f.Code, Opaque: f.Opaque, Status: protocol.StatusOK, Remark: "echo", Fields: &protocol.RawBody{Body: body}})
 	}
 }
 
@@ -547,7 +544,7 @@ func TestSlowReaderIsShed(t *testing.T) {
 	sc := h.conns[id]
 	h.mu.Unlock()
 	dropped := s.Stats().DroppedWrites
-	sc.Write(make([]byte, 100))
+	sc.Reply(actors.Response{Fields: &protocol.RawBody{Body: make([]byte, 100)}})
 	if s.Stats().DroppedWrites != dropped+1 {
 		t.Fatal("Write after close was not dropped")
 	}

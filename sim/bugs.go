@@ -14,27 +14,34 @@ type Bug struct {
 	Name      string
 	Breaks    string // the invariant class it breaks
 	Scenarios []string
-	set       func(on bool)
+	plant     func(*Planted)
+}
+
+// Planted is what a bug switches on in every node of a run: the broker's
+// faults (actors.Env.Faults) and the store's (storage.Config.Faults).
+type Planted struct {
+	Actors  actors.Faults
+	Storage storage.Faults
 }
 
 // Bugs lists every bug switch.
 var Bugs = []Bug{
 	{Name: "ack-before-flush", Breaks: "an acknowledgement claims durability that did not happen",
-		Scenarios: []string{"sync-flush"}, set: func(on bool) { actors.Bugs.AckBeforeFlush = on }},
+		Scenarios: []string{"sync-flush"}, plant: func(p *Planted) { p.Actors.AckBeforeFlush = true }},
 	{Name: "ack-before-replica", Breaks: "a SYNC_MASTER acknowledgement means a slave has the bytes",
-		Scenarios: []string{"sync-master"}, set: func(on bool) { actors.Bugs.AckBeforeReplica = on }},
+		Scenarios: []string{"sync-master"}, plant: func(p *Planted) { p.Actors.AckBeforeReplica = true }},
 	{Name: "double-assign", Breaks: "no queue has two owners at once in clustering mode",
-		Scenarios: []string{"rebalance"}, set: func(on bool) { actors.Bugs.DoubleAssign = on }},
+		Scenarios: []string{"rebalance"}, plant: func(p *Planted) { p.Actors.DoubleAssign = true }},
 	{Name: "skip-crc-check", Breaks: "recovery keeps a torn record; every record must be intact",
-		Scenarios: []string{"async-flush", "sync-flush"}, set: func(on bool) { storage.Bugs.SkipCRCCheck = on }},
+		Scenarios: []string{"async-flush", "sync-flush"}, plant: func(p *Planted) { p.Storage.SkipCRCCheck = true }},
 	{Name: "no-flush-timeout", Breaks: "SYNC_FLUSH waiters get FLUSH_DISK_TIMEOUT at syncFlushTimeout",
-		Scenarios: []string{"sync-disk-faults"}, set: func(on bool) { actors.Bugs.NoFlushTimeout = on }},
+		Scenarios: []string{"sync-disk-faults"}, plant: func(p *Planted) { p.Actors.NoFlushTimeout = true }},
 	{Name: "async-never-flush", Breaks: "the ASYNC_FLUSH unflushed window is bounded",
-		Scenarios: []string{"async-flush"}, set: func(on bool) { actors.Bugs.AsyncNeverFlush = on }},
+		Scenarios: []string{"async-flush"}, plant: func(p *Planted) { p.Actors.AsyncNeverFlush = true }},
 	{Name: "commit-offset-before-persist", Breaks: "committed consumer offsets never move backwards",
-		Scenarios: []string{"sync-flush", "async-flush"}, set: func(on bool) { actors.Bugs.CommitOffsetBeforePersist = on }},
+		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Actors.CommitOffsetBeforePersist = true }},
 	{Name: "skip-queue-offset", Breaks: "queue offsets are contiguous with no gap or duplicate",
-		Scenarios: []string{"sync-flush", "async-flush"}, set: func(on bool) { storage.Bugs.SkipQueueOffset = on }},
+		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Storage.SkipQueueOffset = true }},
 }
 
 // BugByName finds a bug switch.
@@ -52,8 +59,9 @@ func BugByName(name string) (Bug, error) {
 	return Bug{}, fmt.Errorf("unknown bug %q (known: %v)", name, names)
 }
 
-// Plant turns the bug on; the returned func turns it off.
-func (b Bug) Plant() func() {
-	b.set(true)
-	return func() { b.set(false) }
+// Faults returns what the bug plants.
+func (b Bug) Faults() Planted {
+	var p Planted
+	b.plant(&p)
+	return p
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"github.com/wharfmq/wharf/netio"
 	"time"
 
 	"github.com/wharfmq/wharf/actors"
@@ -31,8 +32,22 @@ func (e *linkEnd) RemoteAddr() string { return e.other.node.name }
 
 func (e *linkEnd) dead() bool { return e.closed || e.node.epoch != e.epoch || !e.node.up }
 
-// Write carries a frame to the other end, unless the link is broken.
-func (e *linkEnd) Write(frame []byte) {
+// Reply implements actors.Conn (nothing answers on a replication link but
+// a refusal, which is a oneway request).
+func (e *linkEnd) Reply(r actors.Response) { e.write(netio.WharfCodec{}.AppendResponse(nil, &r)) }
+
+// Send implements actors.Conn: encoded with the broker's own codec.
+func (e *linkEnd) Send(req protocol.Request) {
+	frame, err := netio.WharfCodec{}.AppendRequest(nil, req)
+	if err != nil {
+		e.s.w.Violationf("%s could not encode %v: %v", e.node.name, req.RequestCode(), err)
+		return
+	}
+	e.write(frame)
+}
+
+// write carries a frame to the other end, unless the link is broken.
+func (e *linkEnd) write(frame []byte) {
 	if e.dead() || e.other.dead() {
 		return
 	}

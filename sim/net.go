@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/wharfmq/wharf/netio"
 	"time"
 
 	"github.com/wharfmq/wharf/actors"
@@ -68,9 +69,23 @@ func (c *Conn) Closed() bool { return c.dead() }
 // dead reports whether the connection can carry nothing any more.
 func (c *Conn) dead() bool { return c.closed || c.node.epoch != c.epoch || !c.node.up }
 
-// Write implements actors.Conn: the broker answers. The frame is checked
-// here, at the instant of the acknowledgement, then travels to the client.
-func (c *Conn) Write(frame []byte) {
+// Reply implements actors.Conn: the broker answers, encoded by the Wharf
+// codec the real listener uses.
+func (c *Conn) Reply(r actors.Response) { c.write(netio.WharfCodec{}.AppendResponse(nil, &r)) }
+
+// Send implements actors.Conn: a request of the broker's own (NOTIFY).
+func (c *Conn) Send(req protocol.Request) {
+	frame, err := netio.WharfCodec{}.AppendRequest(nil, req)
+	if err != nil {
+		c.s.w.Violationf("%s could not encode %v: %v", c.node.name, req.RequestCode(), err)
+		return
+	}
+	c.write(frame)
+}
+
+// write: the frame is checked here, at the instant of the
+// acknowledgement, then travels to the client.
+func (c *Conn) write(frame []byte) {
 	if c.dead() {
 		return
 	}

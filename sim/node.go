@@ -68,6 +68,7 @@ type Node struct {
 	broker *actors.Broker
 	acfg   actors.Config
 	scfg   storage.Config
+	faults actors.Faults // planted bugs (Options.Bug)
 
 	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
 	up          bool
@@ -127,6 +128,7 @@ func (n *Node) start() error {
 			n.w.at(n.w.now.Add(lat), own, fn)
 		},
 		Logger: n.logger(),
+		Faults: &n.faults,
 	}
 	if n.dial != nil {
 		dial := n.dial

@@ -92,6 +92,8 @@ type Options struct {
 	Scenario string    // "" picks one by seed
 	Trace    io.Writer // nil: no printed trace (the hash is always computed)
 	Override func(*Scenario)
+	// Bug names a planted bug (see Bugs); "" plants none.
+	Bug string
 }
 
 // Result is what one run found.
@@ -237,11 +239,24 @@ func Run(opt Options) (res *Result) {
 	}
 	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Mode: mode, AckLatency: hdrhistogram.New(1, 60_000_000, 3),
 		Rebalance: hdrhistogram.New(1, 600_000, 3)}
+	var planted Planted
+	if opt.Bug != "" {
+		bug, err := BugByName(opt.Bug)
+		if err != nil {
+			s.res.Violations = append(s.res.Violations, err.Error())
+			return s.res
+		}
+		planted = bug.Faults()
+	}
 	acfg, scfg := nodeConfigs(sc, false)
+	scfg.Faults = planted.Storage
 	s.node = newNode(w, "broker-a", acfg, scfg, DefaultDisk())
+	s.node.faults = planted.Actors
 	if sc.Slave {
 		sa, ss := nodeConfigs(sc, true)
+		ss.Faults = planted.Storage
 		s.slave = newNode(w, "broker-a-slave", sa, ss, DefaultDisk())
+		s.slave.faults = planted.Actors
 		s.slave.dial = func(h actors.Handler) (actors.Conn, error) { return s.dial(s.slave, h) }
 		if err := s.slave.start(); err != nil {
 			s.res.Violations = append(s.res.Violations, err.Error())

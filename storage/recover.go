@@ -263,7 +263,7 @@ func (s *Store) recordStartsAt(off int64) bool {
 // the offset known to have been flushed, is corruption, not a torn tail, and
 // is reported as such.
 func (s *Store) scanValid(from, to, durable int64) (int64, error) {
-	next, err := s.ForEachRecord(from, to, s.cfg.CheckCRCOnRecover && !Bugs.SkipCRCCheck, func(int64, *Record) error { return nil })
+	next, err := s.ForEachRecord(from, to, s.cfg.CheckCRCOnRecover && !s.cfg.Faults.SkipCRCCheck, func(int64, *Record) error { return nil })
 	if err == nil {
 		return next, nil
 	}

@@ -30,6 +30,9 @@ type Config struct {
 	WarmMappedFileEnable       bool // keep a window ahead of the log's end populated (see CommitLog.WarmAhead)
 
 	Retention RetentionPolicy
+
+	// Faults plants bugs for the simulator's self-test; zero in production.
+	Faults Faults
 }
 
 // DefaultConfig returns RocketMQ's defaults with the root at root.
@@ -108,6 +111,7 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 		MaxMessageSize: cfg.MaxMessageSize,
 		StoreHost:      cfg.StoreHost,
 		Prefault:       cfg.WarmMappedFileEnable,
+		Faults:         cfg.Faults,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: %w", err)

@@ -73,11 +73,9 @@ connection reset), checking durability, ordering and flush timing invariants.
 				return listSim(cmd.OutOrStdout())
 			}
 			if bug != "" {
-				b, err := sim.BugByName(bug)
-				if err != nil {
+				if _, err := sim.BugByName(bug); err != nil {
 					return err
 				}
-				defer b.Plant()()
 			}
 			if scenario != "" {
 				if _, ok := sim.ScenarioByName(scenario); !ok {
@@ -168,7 +166,7 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				res := sim.Run(sim.Options{Seed: r.first + int64(i), Scenario: r.scenario, Trace: r.trace})
+				res := sim.Run(sim.Options{Seed: r.first + int64(i), Scenario: r.scenario, Trace: r.trace, Bug: r.bug})
 				mu.Lock()
 				results[i] = res
 				done++

@@ -1,9 +1,11 @@
 package actors
 
-// Bugs are test-only switches that plant known bugs, one per class of
-// invariant the simulator checks, so that it can prove it catches them
-// (`wharf sim --bug NAME`). Nothing sets them outside the simulator.
-var Bugs struct {
+// Faults are planted bugs, one per class of invariant the simulator checks,
+// so that it can prove it catches them (`wharf sim --bug NAME`). They reach
+// a broker through Env.Faults, never through package state: two brokers in
+// one process (a simulated cluster) can differ, and nothing in production
+// sets them.
+type Faults struct {
 	// AckBeforeFlush: under SYNC_FLUSH, answer OK before the flush.
 	AckBeforeFlush bool
 	// NoFlushTimeout: never answer FLUSH_DISK_TIMEOUT; waiters wait for the fsync.

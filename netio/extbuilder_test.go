@@ -1,4 +1,4 @@
-package actors
+package netio
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestExtBuilder(t *testing.T) {
 			StoreHost: netip.MustParseAddrPort("10.0.0.2:10911"), ReconsumeTimes: 1, SysFlag: 4, BodyCRC: 99,
 		}
 	}
-	var xb extBuilder // one builder for all cases, as for the records of one answer
+	var xb ExtBuilder // one builder for all cases, as for the records of one answer
 	for _, tc := range []struct {
 		name   string
 		rec    *storage.Record
@@ -43,7 +43,7 @@ func TestExtBuilder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.rec
-			got := xb.ext(r)
+			got := xb.Ext(r)
 			want := protocol.MessageExt{
 				Message: protocol.Message{Topic: "orders", Flag: 7, Body: []byte("hello"), Properties: tc.props},
 				QueueID: 3, QueueOffset: 42, CommitLogOffset: 4096, StoreSize: 300, BornTimestamp: 1, StoreTimestamp: 2,

@@ -1,0 +1,64 @@
+package actors
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// kit is what every actor shell is handed instead of the Broker: how to
+// answer a request, arm a timer, run blocking I/O off the actor, log, and
+// which faults are planted. A shell holds a *kit, the narrow dependencies of
+// its core (the store, its part of the Config) and the *pids of the actors
+// it talks to; never the Broker.
+type kit struct {
+	root   *actor.RootContext
+	clock  Clock
+	runIO  func(func())
+	log    *slog.Logger
+	faults Faults
+}
+
+// pids are the addresses of the broker's top-level actors, filled in by
+// Start before any message flows (the role supervisor fills replicator and
+// scheduler when it starts them).
+type pids struct {
+	role, writer, reput, index, topics, offsets, groups, replicator, scheduler *actor.PID
+}
+
+func (k *kit) now() time.Time { return k.clock.Now() }
+
+// after sends msg to pid after d on the Clock seam.
+func (k *kit) after(d time.Duration, pid *actor.PID, msg any) func() bool {
+	return k.clock.AfterFunc(d, func() { k.root.Send(pid, msg) })
+}
+
+// io runs job off the actor (Env.RunIO) and sends what it returns to self.
+func (k *kit) io(self *actor.PID, job func() any) {
+	root := k.root
+	k.runIO(func() { root.Send(self, job()) })
+}
+
+// send delivers msg to pid from outside an actor context.
+func (k *kit) send(pid *actor.PID, msg any) { k.root.Send(pid, msg) }
+
+// respond answers r with a typed response, unless the request was oneway;
+// the connection's codec encodes it.
+func (k *kit) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
+	if r == nil || r.oneway || r.conn == nil {
+		return
+	}
+	r.conn.Reply(Response{Code: r.code, Opaque: r.opaque, Status: st, Remark: remark, Fields: resp})
+}
+
+// respondRecords answers r with log records as read (a pull), encoded by the
+// connection's codec.
+func (k *kit) respondRecords(r *request, st protocol.Status, remark string, recs *Records) {
+	if r == nil || r.oneway || r.conn == nil {
+		return
+	}
+	r.conn.Reply(Response{Code: r.code, Opaque: r.opaque, Status: st, Remark: remark, Records: recs})
+}
