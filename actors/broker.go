@@ -436,4 +436,3 @@ func (b *Broker) knownQueues(topic string) int32 {
 	})
 	return n
 }
-

@@ -34,9 +34,9 @@ type fakeConn struct {
 func newConn() *fakeConn {
 	return &fakeConn{id: 1, resp: map[uint32]*protocol.Frame{}, waitC: make(chan struct{}, 1)}
 }
-func (c *fakeConn) ID() uint64          { return c.id }
-func (c *fakeConn) RemoteAddr() string  { return "127.0.0.1:5555" }
-func (c *fakeConn) Close(reason string) { c.closed.Store(true) }
+func (c *fakeConn) ID() uint64                { return c.id }
+func (c *fakeConn) RemoteAddr() string        { return "127.0.0.1:5555" }
+func (c *fakeConn) Close(reason string)       { c.closed.Store(true) }
 func (c *fakeConn) Reply(r Response)          { c.write(encodeForTest(&r)) }
 func (c *fakeConn) Send(req protocol.Request) {}
 
