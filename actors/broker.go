@@ -40,17 +40,14 @@ type Broker struct {
 	props  []actor.PropsOption
 	k      *kit
 
-	writer, flusher, reput, index, topics, offsets *actor.PID
-	replicator, haClient                           *actor.PID
-	groups, scheduler                              *actor.PID
+	p *pids
 
 	haInSync    atomic.Int32                         // slaves within haMaxGapNotInSync (master)
 	haSlaves    atomic.Pointer[[]protocol.SlaveInfo] // (master)
 	haStatus    atomic.Pointer[string]               // (slave)
 	haMasterMax atomic.Int64                         // (slave)
 
-	topicSnap atomic.Pointer[map[string]storage.TopicConfig]
-	bounds    sync.Map // storage.QueueKey -> *queueBounds
+	v *views
 
 	bootTime    time.Time
 	msgPutTotal atomic.Int64
@@ -60,10 +57,6 @@ type Broker struct {
 
 	stopOnce sync.Once
 }
-
-// queueBounds are a queue's min and max offsets, published by its
-// DispatchActor for readers on other goroutines.
-type queueBounds struct{ min, max atomic.Int64 }
 
 // New builds a broker over an opened store. Start spawns its actors.
 func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Broker {
@@ -76,9 +69,8 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 	// Sends keep their properties encoded: the writer turns them straight
 	// into the log's encoding, without a Go map per message.
 	limits.RawProperties = true
-	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger}
-	empty := map[string]storage.TopicConfig{}
-	b.topicSnap.Store(&empty)
+	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger, p: &pids{}}
+	b.v = newViews()
 	return b
 }
 
@@ -107,20 +99,20 @@ func (b *Broker) Start() error {
 		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.props...), name)
 		return pid
 	}
-	b.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
-	b.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
-	b.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
-	b.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
-	b.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
+	b.p.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
+	b.p.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
+	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
+	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
+	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
 	if b.isSlave() {
-		b.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
+		b.p.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
 	} else {
-		b.replicator = spawn("replicator", func() actor.Actor { return &replicator{b: b} })
+		b.p.replicator = spawn("replicator", func() actor.Actor { return &replicator{b: b} })
 	}
-	b.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
-	b.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
+	b.p.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
+	b.p.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
 	if !b.isSlave() {
-		b.scheduler = spawn("scheduler", func() actor.Actor { return &scheduler{b: b} })
+		b.p.scheduler = spawn("scheduler", func() actor.Actor { return &scheduler{b: b} })
 	}
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
@@ -144,7 +136,7 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 func (b *Broker) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
-		for _, pid := range []*actor.PID{b.scheduler, b.writer, b.haClient, b.flusher, b.replicator, b.reput, b.index, b.groups, b.topics, b.offsets} {
+		for _, pid := range []*actor.PID{b.p.scheduler, b.p.writer, b.p.haClient, b.p.flusher, b.p.replicator, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				_ = b.sys.Root.PoisonFuture(pid).Wait()
 			}
@@ -225,25 +217,25 @@ func (b *Broker) Deliver(in *Inbound) {
 				msgs: m.Messages, batch: true})
 			sends = append(sends, &items[len(items)-1])
 		case *protocol.PullRequest:
-			b.sys.Root.Send(b.reput, &pullMsg{request: r, req: m})
+			b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
 		case *protocol.QueryMessageRequest:
-			b.sys.Root.Send(b.index, &queryMsg{request: r, req: m})
+			b.sys.Root.Send(b.p.index, &queryMsg{request: r, req: m})
 		case *protocol.ViewMessageRequest:
 			b.viewMessage(r, m)
 		case *protocol.GetMaxOffsetRequest:
-			_, max := b.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
+			_, max := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
 			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: max})
 		case *protocol.GetMinOffsetRequest:
-			min, _ := b.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
+			min, _ := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
 			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: min})
 		case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
-			b.sys.Root.Send(b.offsets, &offsetMsg{request: r, req: req})
+			b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 		case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
-			b.sys.Root.Send(b.topics, &topicMsg{request: r, req: req})
+			b.sys.Root.Send(b.p.topics, &topicMsg{request: r, req: req})
 		case *protocol.GetBrokerRuntimeInfoRequest:
 			b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
 		case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
-			b.sys.Root.Send(b.groups, &groupReq{request: r, req: req})
+			b.sys.Root.Send(b.p.groups, &groupReq{request: r, req: req})
 		case *protocol.ConsumerSendMsgBackRequest:
 			if it := b.sendBack(r, m); it != nil {
 				sends = append(sends, it)
@@ -253,7 +245,7 @@ func (b *Broker) Deliver(in *Inbound) {
 		}
 	}
 	if len(sends) > 0 {
-		b.sys.Root.Send(b.writer, &writeBatch{items: sends})
+		b.sys.Root.Send(b.p.writer, &writeBatch{items: sends})
 	}
 }
 
@@ -263,24 +255,6 @@ func (b *Broker) Connected(Conn) { b.conns.Add(1) }
 // Disconnected implements Handler. Held pulls of the connection expire on
 // their own; writes to a closed connection are dropped by the transport.
 func (b *Broker) Disconnected(Conn) { b.conns.Add(-1) }
-
-func (b *Broker) queueBounds(k storage.QueueKey) (int64, int64) {
-	if v, ok := b.bounds.Load(k); ok {
-		qb := v.(*queueBounds)
-		return qb.min.Load(), qb.max.Load()
-	}
-	return 0, 0
-}
-
-func (b *Broker) publishBounds(k storage.QueueKey, min, max int64) {
-	v, ok := b.bounds.Load(k)
-	if !ok {
-		v, _ = b.bounds.LoadOrStore(k, &queueBounds{})
-	}
-	qb := v.(*queueBounds)
-	qb.min.Store(min)
-	qb.max.Store(max)
-}
 
 // viewMessage answers VIEW_MESSAGE_BY_ID from the log directly: log reads of
 // written ranges are safe from any goroutine.
@@ -308,7 +282,7 @@ func (b *Broker) viewMessage(r *request, m *protocol.ViewMessageRequest) {
 
 func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 	cl := b.store.CommitLog()
-	topics := b.topicSnap.Load()
+	topics := b.v.topicsSnapshot()
 	var slaves []protocol.SlaveInfo
 	var replicated int64
 	if p := b.haSlaves.Load(); p != nil {
@@ -337,7 +311,7 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 		MsgPutTotal:        b.msgPutTotal.Load(),
 		MsgGetTotal:        b.msgGetTotal.Load(),
 		BytesPutTotal:      b.bytesPut.Load(),
-		TopicCount:         int32(len(*topics)),
+		TopicCount:         int32(len(topics)),
 		ConnectionCount:    int32(b.conns.Load()),
 		DiskUsedRatio:      b.diskUsed(),
 		Extra: map[string]string{
@@ -422,17 +396,4 @@ func (b *Broker) diskUsed() float64 {
 		return 0
 	}
 	return u.UsedRatio()
-}
-
-// knownQueues is how many queues of topic have entries here (highest queue
-// id + 1), from the bounds the DispatchActors publish.
-func (b *Broker) knownQueues(topic string) int32 {
-	n := int32(0)
-	b.bounds.Range(func(k, _ any) bool {
-		if qk := k.(storage.QueueKey); qk.Topic == topic && qk.QueueID+1 > n {
-			n = qk.QueueID + 1
-		}
-		return true
-	})
-	return n
 }

@@ -309,7 +309,7 @@ func TestSyncFlushNeverAcksUnflushed(t *testing.T) {
 func TestWriterPanicRestarts(t *testing.T) {
 	h := startBroker(t, vfs.NewMem(), nil)
 	h.ok(h.send(sendReq("t", 0, "one"))[0], nil)
-	h.b.sys.Root.Send(h.b.writer, &panicForTest{})
+	h.b.sys.Root.Send(h.b.p.writer, &panicForTest{})
 	h.ok(h.send(sendReq("t", 0, "two"))[0], nil)
 	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, MaxMsgNums: 8})[0]
 	var pr protocol.PullResponse

@@ -137,9 +137,9 @@ func (f *flushActor) done(ctx actor.Context, m *flushDone) {
 	clear(f.waiters[len(keep):])
 	f.waiters = keep
 	if f.b.cfg.FlushDiskType == SyncFlush {
-		ctx.Send(f.b.reput, &logFlushed{offset: m.flushed})
-		if f.b.replicator != nil && f.b.isSyncMaster() {
-			ctx.Send(f.b.replicator, &logFlushed{offset: m.flushed})
+		ctx.Send(f.b.p.reput, &logFlushed{offset: m.flushed})
+		if f.b.p.replicator != nil && f.b.isSyncMaster() {
+			ctx.Send(f.b.p.replicator, &logFlushed{offset: m.flushed})
 		}
 	}
 	if m.err == nil && (len(f.waiters) > 0 || f.b.store.CommitLog().MaxOffset() > m.flushed) && f.b.cfg.FlushDiskType == SyncFlush {

@@ -162,7 +162,7 @@ func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
 			list = append(list, s)
 		}
 		sort.Slice(list, func(i, j int) bool { return list[i].Group < list[j].Group })
-		ctx.Send(b.offsets, &fillOffsets{request: m.request, list: list})
+		ctx.Send(b.p.offsets, &fillOffsets{request: m.request, list: list})
 	}
 }
 
@@ -221,7 +221,7 @@ func (g *coordinator) Receive(ctx actor.Context) {
 		g.expire(ctx)
 		g.rebalance(ctx, "") // grants what the grace period or a release held back
 	case *groupDescribe:
-		ctx.Send(g.b.offsets, &fillOffsets{request: m.request, desc: g.describe()})
+		ctx.Send(g.b.p.offsets, &fillOffsets{request: m.request, desc: g.describe()})
 	}
 }
 
@@ -298,14 +298,14 @@ func (g *coordinator) memberIDs() []string {
 // queuesOf lists a topic's queues (the retry topic has one).
 func (g *coordinator) queuesOf(topic string) []protocol.QueueRef {
 	n := int32(0)
-	if tc, ok := (*g.b.topicSnap.Load())[topic]; ok {
+	if tc, ok := g.b.v.topicsSnapshot()[topic]; ok {
 		n = tc.ReadQueueNums
 	} else if topic == protocol.RetryTopic(g.name) {
 		n = 1
 	} else {
 		// Not configured here (a slave before its first metadata sync from
 		// the master): the queues the log has are the topic's.
-		n = g.b.knownQueues(topic)
+		n = g.b.v.knownQueues(topic)
 	}
 	qs := make([]protocol.QueueRef, n)
 	for i := range qs {
@@ -512,7 +512,7 @@ func (o *offsetManager) fill(m *fillOffsets) {
 	if m.desc != nil {
 		for i := range m.desc.Queues {
 			gq := &m.desc.Queues[i]
-			_, max := b.queueBounds(storage.QueueKey{Topic: gq.Topic, QueueID: gq.QueueID})
+			_, max := b.v.queueBounds(storage.QueueKey{Topic: gq.Topic, QueueID: gq.QueueID})
 			gq.MaxOffset = max
 			gq.CommittedOffset = committed(m.desc.Group, protocol.QueueRef{Topic: gq.Topic, QueueID: gq.QueueID})
 			gq.Lag = max - max64(gq.CommittedOffset, 0)
@@ -524,7 +524,7 @@ func (o *offsetManager) fill(m *fillOffsets) {
 	for _, s := range m.list {
 		gs := s.GroupSummary
 		for _, q := range s.queues {
-			_, max := b.queueBounds(storage.QueueKey{Topic: q.Topic, QueueID: q.QueueID})
+			_, max := b.v.queueBounds(storage.QueueKey{Topic: q.Topic, QueueID: q.QueueID})
 			gs.Lag += max - max64(committed(gs.Group, q), 0)
 		}
 		resp.Groups = append(resp.Groups, gs)

@@ -72,7 +72,7 @@ func (h *haHandler) Disconnected(c Conn) { h.b.sys.Root.Send(h.owner(), &haGone{
 
 // HAHandler is the Handler for the master's haListenPort.
 func (b *Broker) HAHandler() Handler {
-	return &haHandler{b: b, owner: func() *actor.PID { return b.replicator }}
+	return &haHandler{b: b, owner: func() *actor.PID { return b.p.replicator }}
 }
 
 func (b *Broker) isSlave() bool      { return b.cfg.BrokerRole == RoleSlave }
@@ -169,7 +169,7 @@ func (r *replicator) handle(ctx actor.Context, c Conn, req protocol.Request) {
 		r.report(ctx, c, m)
 	case *protocol.HAMetadataRequest:
 		if m.Kind == "offsets" { // a slave's consumer offsets: merged, never lost
-			ctx.Send(r.b.offsets, &importMeta{kind: m.Kind, data: m.Data})
+			ctx.Send(r.b.p.offsets, &importMeta{kind: m.Kind, data: m.Data})
 		}
 	default:
 		c.Close(fmt.Sprintf("unexpected %v on the replication port", req.RequestCode()))
@@ -367,12 +367,12 @@ func (r *replicator) housekeeping(ctx actor.Context) {
 	if len(r.peers) > 0 && now.Sub(r.lastMeta) >= r.b.cfg.HAMetadataInterval {
 		r.lastMeta = now
 		r.sendTopics()
-		ctx.Request(r.b.offsets, &exportOffsets{})
+		ctx.Request(r.b.p.offsets, &exportOffsets{})
 	}
 }
 
 func (r *replicator) sendTopics() {
-	data, err := json.Marshal(*r.b.topicSnap.Load())
+	data, err := json.Marshal(r.b.v.topicsSnapshot())
 	if err != nil {
 		return
 	}
@@ -513,9 +513,9 @@ func (h *haClient) handle(ctx actor.Context, req protocol.Request) {
 	case *protocol.HAMetadataRequest:
 		switch m.Kind {
 		case "topics":
-			ctx.Send(h.b.topics, &importMeta{kind: m.Kind, data: m.Data})
+			ctx.Send(h.b.p.topics, &importMeta{kind: m.Kind, data: m.Data})
 		case "offsets":
-			ctx.Send(h.b.offsets, &importMeta{kind: m.Kind, data: m.Data})
+			ctx.Send(h.b.p.offsets, &importMeta{kind: m.Kind, data: m.Data})
 		}
 	case *protocol.HARefuseRequest:
 		h.refused = m.Reason
@@ -546,9 +546,9 @@ func (h *haClient) transfer(ctx actor.Context, m *protocol.HATransferRequest) {
 		return
 	}
 	if h.b.cfg.FlushDiskType == SyncFlush {
-		ctx.Send(h.b.flusher, &flushWait{})
+		ctx.Send(h.b.p.flusher, &flushWait{})
 	} else {
-		ctx.Send(h.b.reput, &logAppended{})
+		ctx.Send(h.b.p.reput, &logAppended{})
 	}
 	if lag := m.MasterMaxOffset - cl.MaxOffset(); lag > 64<<20 && cl.MaxOffset()/(256<<20) != m.Offset/(256<<20) {
 		h.b.log.Info("slave catching up", "offset", cl.MaxOffset(), "master_end", m.MasterMaxOffset, "lag_bytes", lag)
@@ -578,6 +578,6 @@ func (h *haClient) tick(ctx actor.Context) {
 	h.report() // heartbeat
 	if now.Sub(h.lastMeta) >= h.b.cfg.HAMetadataInterval {
 		h.lastMeta = now
-		ctx.Request(h.b.offsets, &exportOffsets{}) // the reverse path: offsets committed here
+		ctx.Request(h.b.p.offsets, &exportOffsets{}) // the reverse path: offsets committed here
 	}
 }

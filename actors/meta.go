@@ -83,7 +83,7 @@ func (t *topicManager) publish() {
 	for k, v := range t.table.Topics {
 		snap[k] = v
 	}
-	t.b.topicSnap.Store(&snap)
+	t.b.v.publishTopics(snap)
 }
 
 func (t *topicManager) save() error {
@@ -314,7 +314,7 @@ func (o *offsetManager) handle(m *offsetMsg) {
 				continue
 			}
 			for qid, off := range queues {
-				min, max := b.queueBounds(storage.QueueKey{Topic: topic, QueueID: qid})
+				min, max := b.v.queueBounds(storage.QueueKey{Topic: topic, QueueID: qid})
 				resp.Offsets = append(resp.Offsets, protocol.ConsumerQueueOffset{Topic: topic, QueueID: qid, ConsumerOffset: off, MinOffset: min, MaxOffset: max})
 			}
 		}

@@ -159,7 +159,7 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		for _, k := range sortedKeys(r.queues) {
 			ctx.Send(r.queues[k], m)
 		}
-		ctx.Send(r.b.index, m)
+		ctx.Send(r.b.p.index, m)
 	case *checkpointTick:
 		r.startCheckpoint(ctx)
 		r.b.after(r.b.cfg.FlushIntervalConsumeQueue, ctx.Self(), &checkpointTick{})
@@ -214,7 +214,7 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 		ctx.Send(r.queue(ctx, k), &queueEntries{reqs: perQueue[k]})
 	}
 	if len(all) > 0 {
-		ctx.Send(r.b.index, &indexEntries{reqs: all})
+		ctx.Send(r.b.p.index, &indexEntries{reqs: all})
 	}
 	r.lastBatch = len(all)
 	r.pos = next
@@ -234,7 +234,7 @@ func (r *reputActor) startCheckpoint(ctx actor.Context) {
 	for _, k := range sortedKeys(r.queues) {
 		ctx.Request(r.queues[k], &flushBarrier{id: r.barrier})
 	}
-	ctx.Request(r.b.index, &flushBarrier{id: r.barrier})
+	ctx.Request(r.b.p.index, &flushBarrier{id: r.barrier})
 }
 
 func (r *reputActor) ack(ctx actor.Context, m *barrierAck) {
@@ -351,7 +351,7 @@ func (d *dispatchActor) deleteBefore(m *deleteBefore) {
 
 func (d *dispatchActor) publish() {
 	min, max := d.b.store.ConsumeQueueBounds(d.key)
-	d.b.publishBounds(d.key, min, max)
+	d.b.v.publishBounds(d.key, min, max)
 }
 
 func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
@@ -359,7 +359,7 @@ func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
 		return // nobody would read the answer
 	}
 	if m.req.CommitOffset != nil {
-		ctx.Send(d.b.offsets, &offsetMsg{request: &request{oneway: true}, req: &protocol.UpdateConsumerOffsetRequest{
+		ctx.Send(d.b.p.offsets, &offsetMsg{request: &request{oneway: true}, req: &protocol.UpdateConsumerOffsetRequest{
 			ConsumerGroup: m.req.ConsumerGroup, Topic: m.req.Topic, QueueID: m.req.QueueID, CommitOffset: *m.req.CommitOffset}})
 	}
 	expr, err := protocol.ParseTagExpr(m.req.Subscription)

@@ -151,12 +151,12 @@ func (s *scheduler) tick(ctx actor.Context) {
 		return // one batch at a time keeps progress simple
 	}
 	for q := int32(0); q <= s.absQueue(); q++ {
-		if _, max := s.b.queueBounds(storage.QueueKey{Topic: storage.ScheduleTopic, QueueID: q}); max <= s.scan[q] {
+		if _, max := s.b.v.queueBounds(storage.QueueKey{Topic: storage.ScheduleTopic, QueueID: q}); max <= s.scan[q] {
 			continue
 		}
 		if !s.asked[q] {
 			s.asked[q] = true
-			ctx.Request(s.b.reput, &scheduleScan{queue: q, from: s.scan[q], max: 256})
+			ctx.Request(s.b.p.reput, &scheduleScan{queue: q, from: s.scan[q], max: 256})
 		}
 	}
 	s.deliverAbs(ctx)
@@ -268,7 +268,7 @@ func (s *scheduler) restore(ctx actor.Context, due []cq.Entry, c schedCommit) bo
 		it.request.oneway = true
 	}
 	s.inflight++
-	ctx.Send(s.b.writer, &writeBatch{items: items})
+	ctx.Send(s.b.p.writer, &writeBatch{items: items})
 	return true
 }
 

@@ -144,7 +144,7 @@ func (b *Broker) cleanLog() {
 	if rep.DiskFull {
 		b.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
 	}
-	b.sys.Root.Send(b.reput, &deleteBefore{minPhy: rep.MinOffset})
+	b.sys.Root.Send(b.p.reput, &deleteBefore{minPhy: rep.MinOffset})
 }
 
 // reject answers an item that cannot be written. An internal item (a due
@@ -162,7 +162,7 @@ func (w *writerActor) reject(ctx actor.Context, it *sendItem, st protocol.Status
 // resolve checks an item's topic and picks its queue; it returns a non-OK
 // status if the item cannot be written.
 func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
-	topics := *w.b.topicSnap.Load()
+	topics := w.b.v.topicsSnapshot()
 	tc, ok := topics[it.topic]
 	if !ok {
 		if err := protocol.ValidateTopic(it.topic); err != nil {
@@ -176,14 +176,14 @@ func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
 			n = 1 // retry and dead-letter topics have one queue, as in RocketMQ
 		}
 		tc = storage.TopicConfig{TopicName: it.topic, ReadQueueNums: n, WriteQueueNums: n, Perm: storage.PermRead | storage.PermWrite}
-		w.b.sys.Root.Send(w.b.topics, &ensureTopic{cfg: tc})
+		w.b.sys.Root.Send(w.b.p.topics, &ensureTopic{cfg: tc})
 		// Publish at once so the next sends of this burst see it too.
 		next := make(map[string]storage.TopicConfig, len(topics)+1)
 		for k, v := range topics {
 			next[k] = v
 		}
 		next[it.topic] = tc
-		w.b.topicSnap.Store(&next)
+		w.b.v.publishTopics(next)
 	}
 	if tc.Perm&storage.PermWrite == 0 {
 		return protocol.StatusNoPermission, fmt.Sprintf("topic %q is not writable (perm %d)", it.topic, tc.Perm)
@@ -420,16 +420,16 @@ func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	}
 	if sync {
 		if len(waits) > 0 || stored > 0 {
-			ctx.Send(b.flusher, &flushWait{replies: waits})
+			ctx.Send(b.p.flusher, &flushWait{replies: waits})
 		}
 	} else if stored > 0 {
-		ctx.Send(b.reput, &logAppended{})
+		ctx.Send(b.p.reput, &logAppended{})
 	}
-	if stored > 0 && b.replicator != nil {
-		ctx.Send(b.replicator, &logAppended{})
+	if stored > 0 && b.p.replicator != nil {
+		ctx.Send(b.p.replicator, &logAppended{})
 	}
 	if len(replWaits) > 0 {
-		ctx.Send(b.replicator, &replWait{replies: replWaits})
+		ctx.Send(b.p.replicator, &replWait{replies: replWaits})
 	}
 	w.prepare(ctx)
 }

@@ -1,0 +1,74 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/wharfmq/wharf/storage"
+)
+
+// views are the broker state its owners publish for readers on other
+// goroutines (the transport's, other actors'): immutable snapshots and
+// atomics, written only by the owner named on each.
+type views struct {
+	// topics is the topic table, replaced whole on every change by the
+	// topic manager (and, for a topic it auto-creates, by the writer,
+	// which tells the manager at once).
+	topics atomic.Pointer[map[string]storage.TopicConfig]
+	// bounds are each queue's min and max offsets, published by the
+	// queue's DispatchActor.
+	bounds sync.Map // storage.QueueKey -> *queueBounds
+}
+
+// queueBounds are a queue's min and max offsets.
+type queueBounds struct{ min, max atomic.Int64 }
+
+func newViews() *views {
+	v := &views{}
+	empty := map[string]storage.TopicConfig{}
+	v.topics.Store(&empty)
+	return v
+}
+
+// topicsSnapshot returns the current topic table; callers must not modify it.
+func (v *views) topicsSnapshot() map[string]storage.TopicConfig { return *v.topics.Load() }
+
+// publishTopics replaces the topic table (its owner only).
+func (v *views) publishTopics(t map[string]storage.TopicConfig) { v.topics.Store(&t) }
+
+func (v *views) queueBounds(k storage.QueueKey) (int64, int64) {
+	if x, ok := v.bounds.Load(k); ok {
+		qb := x.(*queueBounds)
+		return qb.min.Load(), qb.max.Load()
+	}
+	return 0, 0
+}
+
+// queueKnown reports whether a DispatchActor ever published bounds for k.
+func (v *views) queueKnown(k storage.QueueKey) bool {
+	_, ok := v.bounds.Load(k)
+	return ok
+}
+
+func (v *views) publishBounds(k storage.QueueKey, min, max int64) {
+	x, ok := v.bounds.Load(k)
+	if !ok {
+		x, _ = v.bounds.LoadOrStore(k, &queueBounds{})
+	}
+	qb := x.(*queueBounds)
+	qb.min.Store(min)
+	qb.max.Store(max)
+}
+
+// knownQueues is how many queues of topic have entries here (highest queue
+// id + 1), from the bounds the DispatchActors publish.
+func (v *views) knownQueues(topic string) int32 {
+	n := int32(0)
+	v.bounds.Range(func(k, _ any) bool {
+		if qk := k.(storage.QueueKey); qk.Topic == topic && qk.QueueID+1 > n {
+			n = qk.QueueID + 1
+		}
+		return true
+	})
+	return n
+}
