@@ -1,0 +1,94 @@
+package flush
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+// Group commit: one fsync at a time; appends during it are covered by the
+// next one, which starts when it finishes.
+func TestSyncGroupCommit(t *testing.T) {
+	p := New(Config{Sync: true}, t0)
+	steps := []struct {
+		name          string
+		do            func() (int64, bool)
+		target        int64
+		start         bool
+		flushingAfter bool
+	}{
+		{"first append starts a flush", func() (int64, bool) { return p.Appended(100, 0) }, 100, true, true},
+		{"append during it waits", func() (int64, bool) { return p.Appended(200, 0) }, 0, false, true},
+		{"another waits", func() (int64, bool) { return p.Appended(300, 0) }, 0, false, true},
+		{"done starts one for the rest", func() (int64, bool) { return p.Done(300, 100, nil) }, 300, true, true},
+		{"done with nothing new stops", func() (int64, bool) { return p.Done(300, 300, nil) }, 0, false, false},
+		{"append of nothing new", func() (int64, bool) { return p.Appended(300, 300) }, 0, false, false},
+		{"next append", func() (int64, bool) { return p.Appended(400, 300) }, 400, true, true},
+		{"a failed fsync does not retry", func() (int64, bool) { return p.Done(500, 300, errors.New("EIO")) }, 0, false, false},
+	}
+	for _, s := range steps {
+		target, start := s.do()
+		if target != s.target || start != s.start || p.Flushing() != s.flushingAfter {
+			t.Fatalf("%s: target %d start %v flushing %v; want %d %v %v", s.name, target, start, p.Flushing(), s.target, s.start, s.flushingAfter)
+		}
+	}
+	if p.TickEvery() != 0 {
+		t.Fatal("SYNC_FLUSH asks for ticks")
+	}
+	if _, start := p.Tick(t0.Add(time.Hour), 1000, 0); start {
+		t.Fatal("SYNC_FLUSH flushed on a tick")
+	}
+}
+
+func TestAsyncInterval(t *testing.T) {
+	cfg := Config{Interval: 500 * time.Millisecond, LeastPages: 4, ThoroughInterval: 10 * time.Second}
+	cases := []struct {
+		name         string
+		at           time.Duration
+		end, flushed int64
+		running      bool
+		start        bool
+	}{
+		{"nothing dirty", time.Second, 0, 0, false, false},
+		{"under least pages", time.Second, 3 * PageSize, 0, false, false},
+		{"least pages", time.Second, 4 * PageSize, 0, false, true},
+		{"one byte after the thorough interval", 10 * time.Second, 1, 0, false, true},
+		{"thorough but clean", 10 * time.Second, 5, 5, false, false},
+		{"one runs already", time.Second, 100 * PageSize, 0, true, false},
+	}
+	for _, c := range cases {
+		p := New(cfg, t0)
+		if c.running {
+			p.Tick(t0.Add(time.Second), 100*PageSize, 0)
+		}
+		target, start := p.Tick(t0.Add(c.at), c.end, c.flushed)
+		if start != c.start || (start && target != c.end) {
+			t.Errorf("%s: start %v target %d", c.name, start, target)
+		}
+	}
+	p := New(cfg, t0)
+	if p.TickEvery() != cfg.Interval {
+		t.Fatalf("TickEvery %v", p.TickEvery())
+	}
+	if _, start := p.Appended(1<<20, 0); start {
+		t.Fatal("ASYNC_FLUSH flushed on append")
+	}
+	// The thorough interval restarts at a thorough flush, not at every one.
+	p.Tick(t0.Add(10*time.Second), 1, 0)
+	p.Done(1, 1, nil)
+	if _, start := p.Tick(t0.Add(15*time.Second), 2, 1); start {
+		t.Fatal("a thorough flush 5 s after the last one")
+	}
+	if _, start := p.Tick(t0.Add(20*time.Second), 2, 1); !start {
+		t.Fatal("no thorough flush 10 s after the last one")
+	}
+}
+
+func TestNeverFlushFault(t *testing.T) {
+	p := New(Config{Interval: time.Second, LeastPages: 1, ThoroughInterval: time.Second, NeverFlush: true}, t0)
+	if _, start := p.Tick(t0.Add(time.Hour), 1<<30, 0); start {
+		t.Fatal("NeverFlush flushed")
+	}
+}

@@ -1,0 +1,253 @@
+package gate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/wharfmq/wharf/internal/invariant"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// Mode is what the broker's configuration promises an acknowledged send.
+type Mode struct {
+	SyncFlush      bool          // flushDiskType SYNC_FLUSH
+	SyncMaster     bool          // brokerRole SYNC_MASTER
+	InSyncReplicas int           // copies a SYNC_MASTER send needs, the master's included
+	FlushTimeout   time.Duration // syncFlushTimeout
+	SlaveTimeout   time.Duration // slaveTimeout
+
+	// Planted bugs (the simulator's self-test); all false in production.
+	AckBeforeFlush   bool // SYNC_FLUSH: OK before the flush
+	NoFlushTimeout   bool // SYNC_FLUSH: never FLUSH_DISK_TIMEOUT
+	AckBeforeReplica bool // SYNC_MASTER: OK before a slave has the bytes
+}
+
+// Verdict is the answer to one admitted send.
+type Verdict struct {
+	Token  any // what Admit was given
+	Status protocol.Status
+	Remark string
+}
+
+// Ready is the gate's output since the last call of Ready.
+type Ready struct {
+	Verdicts []Verdict
+	// Deadline is when Tick must be called next (zero: no waiter can time
+	// out). It is the earliest deadline of a waiter.
+	Deadline time.Time
+}
+
+type waiter struct {
+	tok       any
+	end       int64
+	deadline  time.Time
+	needFlush bool
+	needRepl  bool
+}
+
+// Gate holds the sends that wait for durability. The zero value is not
+// usable: use New.
+type Gate struct {
+	mode     Mode
+	flushed  int64   // every byte below is durable on this broker's disk
+	fsyncErr error   // sticky
+	acked    []int64 // each connected slave's acknowledged offset
+	inSync   int     // slaves within haMaxGapNotInSync
+	waiting  []waiter
+	out      []Verdict
+	stopped  bool
+}
+
+// New returns a gate for mode; flushed is the log's durable end at start.
+func New(mode Mode, flushed int64) *Gate {
+	return &Gate{mode: mode, flushed: flushed}
+}
+
+// Mode returns the gate's mode.
+func (g *Gate) Mode() Mode { return g.mode }
+
+// SetMode changes the mode (a role change); waiters are judged by the new
+// mode from now on, their deadlines kept.
+func (g *Gate) SetMode(now time.Time, m Mode) {
+	g.mode = m
+	g.release(now)
+}
+
+// Waiting is how many sends wait.
+func (g *Gate) Waiting() int { return len(g.waiting) }
+
+// Admit hands the gate a send stored up to end (the log offset after its
+// last byte). wait is false for a send that does not wait for durability
+// (WAIT=false or oneway). A send decided at once is returned (ok true) and
+// tok is not kept; otherwise the gate holds tok and answers it through
+// Ready.
+func (g *Gate) Admit(now time.Time, tok any, end int64, wait bool) (v Verdict, ok bool) {
+	m := g.mode
+	switch {
+	case g.stopped:
+		return Verdict{Token: tok, Status: protocol.StatusServiceNotAvailable, Remark: "broker shutting down"}, true
+	case !wait || (!m.SyncFlush && !m.SyncMaster):
+		return Verdict{Token: tok, Status: protocol.StatusOK}, true
+	case m.SyncMaster && g.inSync+1 < m.InSyncReplicas:
+		// Never an OK without the slaves' copies: with too few slaves in
+		// sync, say so at once (the message is stored on the master).
+		return Verdict{Token: tok, Status: protocol.StatusSlaveNotAvailable, Remark: fmt.Sprintf(
+			"stored on the master only: %d of the %d copies inSyncReplicas asks for are in sync", g.inSync+1, m.InSyncReplicas)}, true
+	}
+	w := waiter{tok: tok, end: end, needFlush: m.SyncFlush, needRepl: m.SyncMaster}
+	if w.needRepl {
+		w.deadline = now.Add(m.SlaveTimeout)
+	} else {
+		w.deadline = now.Add(m.FlushTimeout)
+	}
+	if n := len(g.waiting); n > 0 {
+		invariant.Check(g.waiting[n-1].end <= end, "gate: sends admitted out of log order")
+	}
+	g.waiting = append(g.waiting, w)
+	g.release(now)
+	return Verdict{}, false
+}
+
+// Flushed reports that every byte below offset is durable.
+func (g *Gate) Flushed(now time.Time, offset int64) {
+	if offset > g.flushed {
+		g.flushed = offset
+	}
+	g.release(now)
+}
+
+// FlushFailed reports a failed fsync: durability since the last good one is
+// unknown, now and for every later flush waiter.
+func (g *Gate) FlushFailed(now time.Time, err error) {
+	if g.fsyncErr == nil {
+		g.fsyncErr = err
+	}
+	g.release(now)
+}
+
+// Replicas reports each connected slave's acknowledged offset and how many
+// of them are in sync. The gate keeps its own copy of acked.
+func (g *Gate) Replicas(now time.Time, acked []int64, inSync int) {
+	g.acked = append(g.acked[:0], acked...)
+	g.inSync = inSync
+	g.release(now)
+}
+
+// Tick answers the waiters whose deadline passed.
+func (g *Gate) Tick(now time.Time) {
+	keep := g.waiting[:0]
+	for _, w := range g.waiting {
+		if now.Before(w.deadline) || (w.needFlush && !w.needRepl && g.mode.NoFlushTimeout) {
+			keep = append(keep, w)
+			continue
+		}
+		g.timeout(w, "")
+	}
+	clear(g.waiting[len(keep):])
+	g.waiting = keep
+}
+
+// Stop answers every waiter with its timeout status (the shell flushes and
+// reports Flushed first, so what is durable is answered OK) and refuses
+// later admissions.
+func (g *Gate) Stop(now time.Time) {
+	g.Drain(now, "broker shutting down")
+	g.stopped = true
+}
+
+// Drain answers every waiter now: OK if its promise holds, else its
+// timeout status, the remark saying why (a role change, a shutdown).
+func (g *Gate) Drain(now time.Time, why string) {
+	g.release(now)
+	for _, w := range g.waiting {
+		g.timeout(w, why+" before ")
+	}
+	clear(g.waiting)
+	g.waiting = g.waiting[:0]
+}
+
+// Ready returns the verdicts since the last call and the next deadline.
+// The Verdicts slice is valid until the next call of any method.
+func (g *Gate) Ready() Ready {
+	rd := Ready{Verdicts: g.out}
+	for _, w := range g.waiting {
+		if w.needFlush && !w.needRepl && g.mode.NoFlushTimeout {
+			continue
+		}
+		if rd.Deadline.IsZero() || w.deadline.Before(rd.Deadline) {
+			rd.Deadline = w.deadline
+		}
+	}
+	g.out = g.out[:0]
+	return rd
+}
+
+func (g *Gate) answer(tok any, st protocol.Status, remark string) {
+	g.out = append(g.out, Verdict{Token: tok, Status: st, Remark: remark})
+}
+
+// copies counts the copies of everything below end: the master's and each
+// slave's that acknowledged it.
+func (g *Gate) copies(end int64) int {
+	n := 1
+	for _, a := range g.acked {
+		if a >= end {
+			n++
+		}
+	}
+	return n
+}
+
+// release answers every waiter whose promise holds (or can no longer).
+func (g *Gate) release(time.Time) {
+	keep := g.waiting[:0]
+	for _, w := range g.waiting {
+		switch {
+		case w.needFlush && g.fsyncErr != nil:
+			g.answer(w.tok, protocol.StatusFlushDiskTimeout, fmt.Sprintf("fsync failed, durability unknown: %v", g.fsyncErr))
+		case g.covered(w):
+			g.answer(w.tok, protocol.StatusOK, "")
+		default:
+			keep = append(keep, w)
+		}
+	}
+	clear(g.waiting[len(keep):])
+	g.waiting = keep
+}
+
+func (g *Gate) covered(w waiter) bool {
+	m := g.mode
+	flushOK := !w.needFlush || g.flushed >= w.end || m.AckBeforeFlush
+	if w.needRepl {
+		if m.AckBeforeReplica {
+			return true
+		}
+		return flushOK && g.copies(w.end) >= m.InSyncReplicas
+	}
+	return flushOK
+}
+
+func (g *Gate) timeout(w waiter, prefix string) {
+	if w.needFlush && g.flushed < w.end {
+		d := g.mode.FlushTimeout
+		if w.needRepl {
+			d = g.mode.SlaveTimeout
+		}
+		if prefix != "" {
+			g.answer(w.tok, protocol.StatusFlushDiskTimeout, prefix+"the flush completed")
+			return
+		}
+		if w.needRepl {
+			g.answer(w.tok, protocol.StatusFlushDiskTimeout, fmt.Sprintf("stored, but not flushed within slaveTimeout %v", d))
+			return
+		}
+		g.answer(w.tok, protocol.StatusFlushDiskTimeout, fmt.Sprintf("stored, but not flushed within syncFlushTimeout %v", d))
+		return
+	}
+	if prefix != "" {
+		g.answer(w.tok, protocol.StatusFlushSlaveTimeout, prefix+"the slave acknowledged")
+		return
+	}
+	g.answer(w.tok, protocol.StatusFlushSlaveTimeout,
+		fmt.Sprintf("stored on the master, but no slave acknowledged it within slaveTimeout %v", g.mode.SlaveTimeout))
+}

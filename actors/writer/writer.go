@@ -1,0 +1,343 @@
+package writer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wharfmq/wharf/internal/invariant"
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+)
+
+// Config is the part of the broker's configuration the writer needs.
+type Config struct {
+	StoreHost             netip.AddrPort
+	AutoCreateTopicEnable bool
+	DefaultTopicQueueNums int32
+	DelayLevels           []time.Duration // messageDelayLevel
+}
+
+// Item is one SEND, SEND_BATCH or internal re-send.
+type Item struct {
+	Topic     string
+	QueueID   int32 // -1: the writer chooses
+	BornTs    int64
+	BornHost  netip.AddrPort
+	Msgs      []protocol.Message
+	Batch     bool  // SEND_BATCH: answered with every message id
+	SendBack  bool  // CONSUMER_SEND_MSG_BACK: answered without fields
+	Reconsume int32 // reconsume count of a retried or re-delivered message
+}
+
+// Outcome is what became of one Item.
+type Outcome struct {
+	Stored bool
+	Status protocol.Status // the refusal's, when not Stored
+	Remark string
+	// Fields is the answer once the gate lets it go (nil for send-back).
+	Fields protocol.Fields
+	// End is the log offset after the item's last byte (when Stored).
+	End int64
+}
+
+// Result is the outcome of one Write.
+type Result struct {
+	Outcomes []Outcome // one per item, in order
+	// Created lists the topics this write auto-created: the shell
+	// publishes them and tells the topic manager.
+	Created   []storage.TopicConfig
+	Stored    int   // messages appended
+	Bytes     int64 // their record bytes
+	AppendErr error // the log refused the rest of the batch (sticky in the store)
+}
+
+// Writer appends sends to one store's log.
+type Writer struct {
+	cfg   Config
+	st    *storage.Store
+	rr    map[string]int32 // round-robin queue choice per topic
+	out   []storage.AppendResult
+	msgs  []*storage.Message
+	props []byte // this write's encoded properties (valid until the append)
+	res   Result
+}
+
+// New returns the writer of st.
+func New(cfg Config, st *storage.Store) *Writer {
+	return &Writer{cfg: cfg, st: st, rr: map[string]int32{}}
+}
+
+// Write appends items as one batch. topics is the published topic table;
+// Write does not modify it (topics it creates are in Result.Created and
+// seen by the later items of the same write). The Result is valid until
+// the next Write.
+func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, items []*Item) *Result {
+	w.msgs, w.props = w.msgs[:0], w.props[:0]
+	w.res = Result{Outcomes: w.res.Outcomes[:0], Created: w.res.Created[:0]}
+	type span struct{ from, to int } // an item's messages in w.msgs
+	spans := make([]span, len(items))
+	for i, it := range items {
+		spans[i] = span{-1, -1}
+		w.res.Outcomes = append(w.res.Outcomes, Outcome{})
+		if st, remark := w.resolve(topics, it); st != protocol.StatusOK {
+			w.res.Outcomes[i] = Outcome{Status: st, Remark: remark}
+			continue
+		}
+		sms, err := w.toStore(now, it)
+		if err != nil {
+			w.res.Outcomes[i] = Outcome{Status: StatusOfStoreError(err), Remark: err.Error()}
+			continue
+		}
+		spans[i] = span{len(w.msgs), len(w.msgs) + len(sms)}
+		w.msgs = append(w.msgs, sms...)
+	}
+	if len(w.msgs) == 0 {
+		return &w.res
+	}
+	out, err := w.st.AppendBatch(w.msgs, now.UnixMilli(), w.out)
+	w.out = out
+	w.res.AppendErr = err
+	w.res.Stored = len(out)
+	for _, r := range out {
+		w.res.Bytes += int64(r.Size)
+	}
+	for i, it := range items {
+		if sp := spans[i]; sp.from >= 0 {
+			w.res.Outcomes[i] = w.outcome(it, sp.from, sp.to, err)
+		}
+	}
+	return &w.res
+}
+
+// outcome is the answer of an item whose messages are w.msgs[from:to].
+func (w *Writer) outcome(it *Item, from, to int, err error) Outcome {
+	stored := len(w.out)
+	if to > stored {
+		remark := fmt.Sprintf("not stored: %v", err)
+		if from < stored {
+			remark = fmt.Sprintf("batch partly stored (%d of %d messages) before: %v", stored-from, to-from, err)
+		}
+		return Outcome{Status: StatusOfStoreError(err), Remark: remark}
+	}
+	res := w.out[from:to]
+	last := res[len(res)-1]
+	o := Outcome{Stored: true, Status: protocol.StatusOK, End: last.PhyOffset + int64(last.Size)}
+	invariant.Check(o.End <= w.st.CommitLog().MaxOffset(), "writer: a stored send ends beyond the log end")
+	// A delayed message waits in a schedule queue: the answer names the
+	// real topic's queue and the offset in the schedule queue
+	// (PROTOCOL.md 10.3).
+	qid := it.QueueID
+	switch {
+	case it.SendBack:
+	case it.Batch:
+		ids := make([]string, len(res))
+		for j, r := range res {
+			ids[j] = protocol.OffsetMsgID(w.cfg.StoreHost, r.PhyOffset)
+		}
+		o.Fields = &protocol.SendBatchResponse{QueueID: qid, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
+	default:
+		o.Fields = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(w.cfg.StoreHost, res[0].PhyOffset), QueueID: qid, QueueOffset: res[0].QueueOffset}
+	}
+	return o
+}
+
+// resolve checks an item's topic and picks its queue; it returns a non-OK
+// status if the item cannot be written.
+func (w *Writer) resolve(topics map[string]storage.TopicConfig, it *Item) (protocol.Status, string) {
+	tc, ok := topics[it.Topic]
+	if !ok {
+		tc, ok = w.created(it.Topic)
+	}
+	if !ok {
+		if err := protocol.ValidateTopic(it.Topic); err != nil {
+			return protocol.StatusMessageIllegal, err.Error()
+		}
+		group := IsGroupTopic(it.Topic)
+		if !w.cfg.AutoCreateTopicEnable && !group {
+			return protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist and autoCreateTopicEnable is false", it.Topic)
+		}
+		n := w.cfg.DefaultTopicQueueNums
+		if group {
+			n = 1 // retry and dead-letter topics have one queue, as in RocketMQ
+		}
+		tc = storage.TopicConfig{TopicName: it.Topic, ReadQueueNums: n, WriteQueueNums: n, Perm: storage.PermRead | storage.PermWrite}
+		w.res.Created = append(w.res.Created, tc)
+	}
+	if tc.Perm&storage.PermWrite == 0 {
+		return protocol.StatusNoPermission, fmt.Sprintf("topic %q is not writable (perm %d)", it.Topic, tc.Perm)
+	}
+	if tc.WriteQueueNums <= 0 {
+		return protocol.StatusNoPermission, fmt.Sprintf("topic %q has no write queues", it.Topic)
+	}
+	switch {
+	case it.QueueID < 0:
+		it.QueueID = w.rr[it.Topic] % tc.WriteQueueNums
+		w.rr[it.Topic] = (it.QueueID + 1) % tc.WriteQueueNums
+	case it.QueueID >= tc.WriteQueueNums:
+		return protocol.StatusInvalidParameter, fmt.Sprintf("queue %d out of range: topic %q has %d write queues", it.QueueID, it.Topic, tc.WriteQueueNums)
+	}
+	return protocol.StatusOK, ""
+}
+
+func (w *Writer) created(topic string) (storage.TopicConfig, bool) {
+	for _, c := range w.res.Created {
+		if c.TopicName == topic {
+			return c, true
+		}
+	}
+	return storage.TopicConfig{}, false
+}
+
+// toStore converts an item's messages; the whole item is rejected if one
+// message cannot be stored, so a batch is all or nothing.
+func (w *Writer) toStore(now time.Time, it *Item) ([]*storage.Message, error) {
+	cl := w.st.CommitLog()
+	out := make([]*storage.Message, 0, len(it.Msgs))
+	for i := range it.Msgs {
+		pm := &it.Msgs[i]
+		if pm.Topic != "" && pm.Topic != it.Topic {
+			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.Topic)
+		}
+		topic, queueID, props, err := w.properties(now, it, pm)
+		if err != nil {
+			return nil, err
+		}
+		sm := &storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
+			Properties: props, BornTimestamp: it.BornTs, BornHost: it.BornHost, ReconsumeTimes: it.Reconsume}
+		if err := cl.CheckMessage(sm); err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
+	}
+	return out, nil
+}
+
+// properties encodes a message's properties for the log and says where it
+// is stored (the schedule topic, if it is delayed).
+func (w *Writer) properties(now time.Time, it *Item, pm *protocol.Message) (string, int32, []byte, error) {
+	if pm.Properties == nil {
+		// Properties as they came off the wire: straight into the log's
+		// encoding, unless they need the map (see appendStoreProperties).
+		at := len(w.props)
+		var fast bool
+		var err error
+		if w.props, fast, err = appendStoreProperties(w.props, pm.RawProperties); err != nil {
+			return "", 0, nil, err
+		}
+		if fast {
+			return it.Topic, it.QueueID, w.props[at:len(w.props):len(w.props)], nil
+		}
+	}
+	topic, queueID, propMap, err := w.delay(now, it.Topic, it.QueueID, pm.PropertyMap())
+	if err != nil {
+		return "", 0, nil, err
+	}
+	props, err := EncodeProperties(propMap)
+	return topic, queueID, props, err
+}
+
+// delay diverts a delayed message (property DELAY = level, or
+// TIMER_DELIVER_MS in the future) to the schedule topic until it is due:
+// queue level-1 for a level, queue len(levels) for an absolute time. The
+// real topic and queue travel in REAL_TOPIC and REAL_QID.
+func (w *Writer) delay(now time.Time, topic string, queueID int32, props map[string]string) (string, int32, map[string]string, error) {
+	levels := w.cfg.DelayLevels
+	var deliver int64
+	var q int32
+	if v := props[protocol.PropertyDelay]; v != "" && v != "0" {
+		level, err := strconv.Atoi(v)
+		if err != nil || level < 0 || level > len(levels) {
+			return "", 0, nil, fmt.Errorf("%w: DELAY %q is not a level in [0, %d]", storage.ErrIllegal, v, len(levels))
+		}
+		if level > 0 {
+			deliver, q = now.Add(levels[level-1]).UnixMilli(), int32(level-1)
+		}
+	} else if v := props[protocol.PropertyTimerDeliverMs]; v != "" {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return "", 0, nil, fmt.Errorf("%w: TIMER_DELIVER_MS %q is not a Unix time in ms", storage.ErrIllegal, v)
+		}
+		if at > now.UnixMilli() {
+			deliver, q = at, int32(len(levels))
+		}
+	}
+	if deliver == 0 {
+		return topic, queueID, props, nil
+	}
+	out := maps.Clone(props)
+	out[protocol.PropertyRealTopic] = topic
+	out[protocol.PropertyRealQueueID] = strconv.Itoa(int(queueID))
+	out[storage.PropDeliverMs] = strconv.FormatInt(deliver, 10)
+	return storage.ScheduleTopic, q, out, nil
+}
+
+// appendStoreProperties appends a properties map as it came off the wire
+// (protocol.Message.RawProperties) to dst in the log's encoding. ok is
+// false, and dst unchanged, when the map must take the slow way through a
+// Go map: keys not in strictly increasing order (the log keeps one
+// encoding per message: sorted keys), or a delay property (the writer
+// rewrites delayed messages).
+func appendStoreProperties(dst, raw []byte) (out []byte, ok bool, err error) {
+	start := len(dst)
+	var prev []byte
+	ok = true
+	protocol.EachRawProperty(raw, func(k, v []byte) {
+		if !ok || err != nil {
+			return
+		}
+		if prev != nil && bytes.Compare(prev, k) >= 0 ||
+			string(k) == protocol.PropertyDelay || string(k) == protocol.PropertyTimerDeliverMs {
+			ok = false
+			return
+		}
+		dst, err = storage.AppendProperty(dst, k, v)
+		prev = k
+	})
+	if !ok || err != nil {
+		return dst[:start], ok, err
+	}
+	return dst, true, nil
+}
+
+// EncodeProperties turns a property map into the log's properties string,
+// keys sorted so the same message always gives the same bytes.
+func EncodeProperties(props map[string]string) ([]byte, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	kv := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		kv = append(kv, k, props[k])
+	}
+	return storage.EncodeProperties(kv...)
+}
+
+// StatusOfStoreError maps a store error to the status a producer gets.
+func StatusOfStoreError(err error) protocol.Status {
+	switch {
+	case errors.Is(err, storage.ErrDiskFull):
+		return protocol.StatusDiskFull
+	case errors.Is(err, storage.ErrIllegal):
+		return protocol.StatusMessageIllegal
+	default:
+		return protocol.StatusServiceNotAvailable
+	}
+}
+
+// IsGroupTopic reports whether a topic is a group's retry or dead-letter
+// topic (created on demand with one queue).
+func IsGroupTopic(t string) bool {
+	return strings.HasPrefix(t, protocol.RetryTopicPrefix) || strings.HasPrefix(t, protocol.DLQTopicPrefix)
+}
