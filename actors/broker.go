@@ -17,19 +17,15 @@ import (
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
-// Broker is one broker's actors over one Store. It implements Handler: the
-// transport hands it read bursts, it routes each request to the actor that
-// owns the state the request touches, and the actors reply through the
-// request's Conn.
+// Broker is the wiring of one broker's actors over one Store. It
+// implements Handler: the transport hands it read bursts, it routes each
+// request to the actor that owns the state the request touches, and the
+// actors answer through the request's Conn. Which file owns which decision
+// is in doc.go.
 //
-// The actors: the CommitLogWriter (the only writer of the log), the
-// FlushActor (group commit or interval flush), the Reput actor (turns new
-// log records into ConsumeQueue entries and index keys, and writes
-// checkpoints) with one DispatchActor per ConsumeQueue (entries, pulls, long
-// polls) and one IndexActor, the TopicManager and the ConsumerOffsetManager.
-// All are top-level actors whose guardian restarts them when they panic;
-// their state is either in the store (so nothing acknowledged is lost) or
-// rebuilt from it on restart.
+// All actors are top-level actors whose guardian restarts them when they
+// panic; their state is either in the store (so nothing acknowledged is
+// lost) or rebuilt from it on restart.
 type Broker struct {
 	cfg    Config
 	env    Env
@@ -39,43 +35,45 @@ type Broker struct {
 	sys    *actor.ActorSystem
 	props  []actor.PropsOption
 	k      *kit
+	p      *pids
+	v      *views
+	stats  *stats
 
-	p *pids
-
-	haInSync    atomic.Int32                         // slaves within haMaxGapNotInSync (master)
-	haSlaves    atomic.Pointer[[]protocol.SlaveInfo] // (master)
-	haStatus    atomic.Pointer[string]               // (slave)
-	haMasterMax atomic.Int64                         // (slave)
-
-	v *views
-
-	bootTime    time.Time
-	msgPutTotal atomic.Int64
-	msgGetTotal atomic.Int64
-	bytesPut    atomic.Int64
-	conns       atomic.Int64
-
+	bootTime time.Time
 	stopOnce sync.Once
+}
+
+// stats are the broker's counters, for GET_BROKER_RUNTIME_INFO.
+type stats struct {
+	msgPutTotal atomic.Int64 // writer
+	msgGetTotal atomic.Int64 // dispatch actors
+	bytesPut    atomic.Int64 // writer
+	conns       atomic.Int64 // transport
 }
 
 // New builds a broker over an opened store. Start spawns its actors.
 func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Broker {
-	if env.RunIO == nil {
-		env.RunIO = func(fn func()) { go fn() }
-	}
 	if env.Logger == nil {
 		env.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Sends keep their properties encoded: the writer turns them straight
 	// into the log's encoding, without a Go map per message.
 	limits.RawProperties = true
-	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger, p: &pids{}}
-	b.v = newViews()
+	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger, p: &pids{}, v: newViews(), stats: &stats{}}
+	b.v.publishRole(b.startRole())
 	return b
+}
+
+// startRole is the role the configuration starts the broker in.
+func (b *Broker) startRole() roleState {
+	return roleState{role: b.cfg.BrokerRole, master: b.cfg.HAMasterAddress, brokerID: b.cfg.BrokerID}
 }
 
 // Start spawns the actors.
 func (b *Broker) Start() error {
+	if b.env.Clock == nil || b.env.RunIO == nil {
+		return errors.New("actors: Env.Clock and Env.RunIO are required")
+	}
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, log: b.log}
@@ -104,21 +102,30 @@ func (b *Broker) Start() error {
 	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
 	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
 	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
-	if b.isSlave() {
-		b.p.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
-	} else {
-		b.p.replicator = spawn("replicator", func() actor.Actor { return &replicator{b: b} })
-	}
-	b.p.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
-	b.p.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
-	if !b.isSlave() {
-		b.p.scheduler = spawn("scheduler", func() actor.Actor { return &scheduler{b: b} })
-	}
+	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial}
+	start := b.startRole()
+	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, start) })
+	b.p.role = spawn("role", func() actor.Actor {
+		return &roleActor{k: b.k, p: b.p, v: b.v, cur: start, scheduler: b.childProps(b.newScheduler)}
+	})
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
 	}
 	return nil
 }
+
+// newScheduler makes the delay scheduler (a master's: the role
+// supervisor runs it).
+func (b *Broker) newScheduler() actor.Actor { return &scheduler{b: b} }
+
+// HAHandler is the Handler for the haListenPort: a master's slaves
+// connect there (a slave refuses them).
+func (b *Broker) HAHandler() Handler {
+	return &haHandler{k: b.k, limits: b.limits, writer: func() *actor.PID { return b.p.writer }}
+}
+
+// isSlave reports the broker's current role.
+func (b *Broker) isSlave() bool { return b.v.currentRole().slave() }
 
 // childProps are the props of actors spawned by other actors.
 func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
@@ -136,7 +143,8 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 func (b *Broker) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
-		for _, pid := range []*actor.PID{b.p.scheduler, b.p.writer, b.p.haClient, b.p.flusher, b.p.replicator, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
+		// The role supervisor first: it stops the scheduler, its child.
+		for _, pid := range []*actor.PID{b.p.role, b.p.writer, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				_ = b.sys.Root.PoisonFuture(pid).Wait()
 			}
@@ -232,6 +240,8 @@ func (b *Broker) Deliver(in *Inbound) {
 			b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 		case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
 			b.sys.Root.Send(b.p.topics, &topicMsg{request: r, req: req})
+		case *protocol.UpdateBrokerRoleRequest:
+			b.sys.Root.Send(b.p.role, &roleMsg{request: r, req: m})
 		case *protocol.GetBrokerRuntimeInfoRequest:
 			b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
 		case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
@@ -250,11 +260,11 @@ func (b *Broker) Deliver(in *Inbound) {
 }
 
 // Connected counts a new connection (for stats).
-func (b *Broker) Connected(Conn) { b.conns.Add(1) }
+func (b *Broker) Connected(Conn) { b.stats.conns.Add(1) }
 
 // Disconnected implements Handler. Held pulls of the connection expire on
 // their own; writes to a closed connection are dropped by the transport.
-func (b *Broker) Disconnected(Conn) { b.conns.Add(-1) }
+func (b *Broker) Disconnected(Conn) { b.stats.conns.Add(-1) }
 
 // viewMessage answers VIEW_MESSAGE_BY_ID from the log directly: log reads of
 // written ranges are safe from any goroutine.
@@ -283,36 +293,34 @@ func (b *Broker) viewMessage(r *request, m *protocol.ViewMessageRequest) {
 func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 	cl := b.store.CommitLog()
 	topics := b.v.topicsSnapshot()
-	var slaves []protocol.SlaveInfo
+	slaves := b.v.slavesSnapshot()
 	var replicated int64
-	if p := b.haSlaves.Load(); p != nil {
-		slaves = *p
-		for _, s := range slaves {
-			replicated = max(replicated, s.AckedOffset)
-		}
+	for _, s := range slaves {
+		replicated = max(replicated, s.AckedOffset)
 	}
-	var haStatus string
-	if p := b.haStatus.Load(); p != nil {
-		haStatus = *p
+	role := b.v.currentRole()
+	haStatus, masterMax := b.v.followerSnapshot()
+	if !role.slave() {
+		haStatus, masterMax = "", 0
 	}
 	return &protocol.BrokerRuntimeInfo{
 		Slaves:             slaves,
 		ReplicatedOffset:   replicated,
 		HAStatus:           haStatus,
-		MasterMaxOffset:    b.haMasterMax.Load(),
+		MasterMaxOffset:    masterMax,
 		BrokerName:         b.cfg.BrokerName,
-		BrokerID:           b.cfg.BrokerID,
-		BrokerRole:         b.cfg.BrokerRole,
+		BrokerID:           role.brokerID,
+		BrokerRole:         role.role,
 		Version:            Version,
 		BootTimestamp:      b.bootTime.UnixMilli(),
 		CommitLogMinOffset: cl.MinOffset(),
 		CommitLogMaxOffset: cl.MaxOffset(),
 		FlushedOffset:      cl.FlushedOffset(),
-		MsgPutTotal:        b.msgPutTotal.Load(),
-		MsgGetTotal:        b.msgGetTotal.Load(),
-		BytesPutTotal:      b.bytesPut.Load(),
+		MsgPutTotal:        b.stats.msgPutTotal.Load(),
+		MsgGetTotal:        b.stats.msgGetTotal.Load(),
+		BytesPutTotal:      b.stats.bytesPut.Load(),
 		TopicCount:         int32(len(topics)),
-		ConnectionCount:    int32(b.conns.Load()),
+		ConnectionCount:    int32(b.stats.conns.Load()),
 		DiskUsedRatio:      b.diskUsed(),
 		Extra: map[string]string{
 			"flushDiskType": string(b.cfg.FlushDiskType),

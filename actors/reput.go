@@ -437,7 +437,7 @@ func (d *dispatchActor) try(h *heldPull) bool {
 			b.respond(h.request, protocol.StatusPullRetryImmediately, "no message matched the subscription", resp)
 			return true
 		}
-		b.msgGetTotal.Add(int64(len(recs)))
+		b.stats.msgGetTotal.Add(int64(len(recs)))
 		b.k.respondRecords(h.request, protocol.StatusOK, "", &Records{Kind: RecordsPull, Raw: recs, Pull: resp})
 		return true
 	case storage.GetNoMatchedMessage:

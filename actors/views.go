@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
 
@@ -18,6 +19,47 @@ type views struct {
 	// bounds are each queue's min and max offsets, published by the
 	// queue's DispatchActor.
 	bounds sync.Map // storage.QueueKey -> *queueBounds
+	// role is the broker's role, published by the role supervisor.
+	role atomic.Pointer[roleState]
+	// slaves describe a master's slaves; haStatus and masterMax a slave's
+	// link. Published by the writer.
+	slaves    atomic.Pointer[[]protocol.SlaveInfo]
+	haStatus  atomic.Pointer[string]
+	masterMax atomic.Int64
+}
+
+func (v *views) publishRole(r roleState) { v.role.Store(&r) }
+
+// currentRole returns the broker's role.
+func (v *views) currentRole() roleState {
+	if r := v.role.Load(); r != nil {
+		return *r
+	}
+	return roleState{}
+}
+
+func (v *views) publishSlaves(s []protocol.SlaveInfo) { v.slaves.Store(&s) }
+
+func (v *views) slavesSnapshot() []protocol.SlaveInfo {
+	if p := v.slaves.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (v *views) publishFollower(status string, masterMax int64) {
+	if p := v.haStatus.Load(); p == nil || *p != status {
+		v.haStatus.Store(&status)
+	}
+	v.masterMax.Store(masterMax)
+}
+
+func (v *views) followerSnapshot() (string, int64) {
+	s := ""
+	if p := v.haStatus.Load(); p != nil {
+		s = *p
+	}
+	return s, v.masterMax.Load()
 }
 
 // queueBounds are a queue's min and max offsets.

@@ -1,45 +1,42 @@
 package actors
 
 import (
-	"bytes"
 	"fmt"
-	"maps"
-	"strconv"
+	"net/netip"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wharfmq/wharf/actors/flush"
+	"github.com/wharfmq/wharf/actors/gate"
+	"github.com/wharfmq/wharf/actors/ha"
+	"github.com/wharfmq/wharf/actors/writer"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
 
-// sendItem is one SEND or SEND_BATCH request.
-type sendItem struct {
-	*request
-	topic     string
-	queueID   int32
-	bornTs    int64
-	msgs      []protocol.Message
-	batch     bool
-	sendBack  bool  // CONSUMER_SEND_MSG_BACK: answer OK without fields
-	reconsume int32 // reconsume count of a retried or re-delivered message
+// The writer actor owns the CommitLog: it is its only appender in every
+// role (a master appends sends, a slave its master's bytes), it runs its
+// flushing and retention, and it answers every send through the
+// acknowledgement gate. Its cores: writer.Writer (appends), flush.Policy
+// (when to fsync), gate.Gate (when and how to answer), and in the role's
+// turn ha.Replicator (a master's slaves) or ha.Follower (a slave's link to
+// its master). Keeping them in one actor keeps everything the gate
+// decides on (log end, flushed offset, slaves' acknowledgements) in one
+// owner: no cross-actor atomics, and one hop fewer for SYNC_FLUSH and
+// SYNC_MASTER answers than an actor per concern.
 
-	// Internal sends (the scheduler re-storing due messages) have no
-	// client: the writer tells notify instead.
-	notify *actor.PID
-	tag    any
+// writerDeps is what the writer actor is given.
+type writerDeps struct {
+	k     *kit
+	p     *pids
+	v     *views
+	st    *storage.Store
+	stats *stats
+	cfg    Config // the role fields are the start's; the actor's role state wins
+	limits protocol.Limits
+	dialer func(addr string, h Handler) (Conn, error)
 }
-
-// internalStored answers an internal send.
-type internalStored struct {
-	tag any
-	end int64 // log end after the messages
-	err error
-}
-
-// writeBatch is every send of one read burst: the writer appends them as one
-// batch.
-type writeBatch struct{ items []*sendItem }
 
 // segmentPrepared reports a segment created ahead of need off the writer.
 type segmentPrepared struct {
@@ -47,389 +44,348 @@ type segmentPrepared struct {
 	err error
 }
 
-// cleanTick runs retention.
-type cleanTick struct{}
+// flushDone reports a finished fsync.
+type flushDone struct {
+	flushed int64
+	err     error
+}
 
-// panicForTest makes the receiving actor panic (supervision tests).
-type panicForTest struct{}
+// flushTick drives ASYNC_FLUSH.
+type flushTick struct{}
 
-// pendingReply is a response held until its data is durable.
+// gateTick is a gate deadline.
+type gateTick struct{ at time.Time }
+
+// pendingReply is a send the gate holds: where to answer, and the answer
+// if the gate says OK.
 type pendingReply struct {
 	*request
-	ok    protocol.Fields // the response if the flush succeeds
-	end   int64           // log offset that must be flushed
-	start time.Time
+	ok protocol.Fields
 }
 
-// writerActor is the CommitLogWriter: the only writer of the log. It owns
-// the topic-queue offset table (inside the CommitLog) and queue selection.
 type writerActor struct {
-	b         *Broker
-	rr        map[string]int32 // round-robin queue choice per topic
+	writerDeps
+	self      *actor.PID
+	role      roleState
+	w         *writer.Writer
+	gate      *gate.Gate
+	flush     *flush.Policy
+	repl      *ha.Replicator // a master's
+	fol       *ha.Follower   // a slave's
+	link      Conn           // a slave's link to its master
+	peers     map[uint64]Conn
 	preparing bool
-	out       []storage.AppendResult
-	msgs      []*storage.Message
-	props     []byte // this write's encoded properties (valid until the append)
+	gateArmed time.Time
+	items     []writer.Item
+	itemPtrs  []*writer.Item
+	acked     []int64
 }
 
-func (w *writerActor) Receive(ctx actor.Context) {
+func newWriterActor(d writerDeps, role roleState) *writerActor {
+	return &writerActor{writerDeps: d, role: role}
+}
+
+func (a *writerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		w.rr = map[string]int32{}
-		w.prepare(ctx)
-		// Retention changes the segment list: only the actor that appends
-		// to the log may run it (on a slave, the HA client does).
-		if w.b.cfg.CleanResourceInterval > 0 && !w.b.isSlave() {
-			w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
-		}
+		a.start(ctx)
 	case *writeBatch:
-		w.write(ctx, m)
+		a.write(ctx, m)
+	case *flushDone:
+		a.flushDone(ctx, m)
+	case *flushTick:
+		if target, ok := a.flush.Tick(a.k.now(), a.st.CommitLog().MaxOffset(), a.st.CommitLog().FlushedOffset()); ok {
+			a.startFlush(target)
+		}
+		a.k.after(a.flush.TickEvery(), a.self, &flushTick{})
+	case *gateTick:
+		if m.at.Equal(a.gateArmed) {
+			a.gateArmed = time.Time{}
+		}
+		a.gate.Tick(a.k.now())
+		a.drainGate()
 	case *segmentPrepared:
-		w.preparing = false
-		if m.err != nil {
-			w.b.log.Warn("preparing the next commitlog segment failed; the writer will create it when needed", "err", m.err)
-			return
-		}
-		if err := w.b.store.CommitLog().AdoptSegment(m.seg); err != nil {
-			w.b.log.Warn("adopting a prepared commitlog segment failed", "err", err)
-		}
-		if warm := w.b.store.CommitLog().WarmAhead(); warm != nil {
-			w.b.env.RunIO(warm) // the window may reach into the new segment
-		}
+		a.adopt(m)
 	case *cleanTick:
-		w.b.cleanLog()
-		w.b.after(w.b.cfg.CleanResourceInterval, ctx.Self(), &cleanTick{})
+		a.clean()
+		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
+	case *setRole:
+		a.setRole(ctx, m)
+	case *actor.Stopping:
+		a.stop()
 	case *panicForTest:
 		panic("writer: panic requested by a test")
+	default:
+		a.replication(ctx, m)
+	}
+}
+
+func (a *writerActor) start(ctx actor.Context) {
+	a.self = ctx.Self()
+	cl := a.st.CommitLog()
+	now := a.k.now()
+	a.w = writer.New(writer.Config{StoreHost: a.cfg.StoreHost, AutoCreateTopicEnable: a.cfg.AutoCreateTopicEnable,
+		DefaultTopicQueueNums: a.cfg.DefaultTopicQueueNums, DelayLevels: a.cfg.DelayLevels}, a.st)
+	a.flush = flush.New(flush.Config{Sync: a.cfg.FlushDiskType == SyncFlush, Interval: a.cfg.FlushIntervalCommitLog,
+		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
+		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
+	a.gate = gate.New(a.gateMode(), cl.FlushedOffset())
+	a.peers = map[uint64]Conn{}
+	if d := a.flush.TickEvery(); d > 0 {
+		a.k.after(d, a.self, &flushTick{})
+	}
+	if a.cfg.CleanResourceInterval > 0 {
+		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
+	}
+	a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+	a.enterRole(now)
+}
+
+// gateMode is the gate's mode for the current role.
+func (a *writerActor) gateMode() gate.Mode {
+	return gate.Mode{SyncFlush: a.cfg.FlushDiskType == SyncFlush, SyncMaster: a.role.role == RoleSyncMaster,
+		InSyncReplicas: a.cfg.InSyncReplicas, FlushTimeout: a.cfg.SyncFlushTimeout, SlaveTimeout: a.cfg.SlaveTimeout,
+		AckBeforeFlush: a.k.faults.AckBeforeFlush, NoFlushTimeout: a.k.faults.NoFlushTimeout, AckBeforeReplica: a.k.faults.AckBeforeReplica}
+}
+
+func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
+	if a.role.slave() {
+		for _, it := range wb.items {
+			a.refuse(ctx, it, protocol.StatusNotMaster,
+				fmt.Sprintf("broker %s (brokerId %d) is a read-only slave; send to its master", a.cfg.BrokerName, a.role.brokerID))
+		}
+		return
+	}
+	now := a.k.now()
+	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
+	a.published(ctx, res)
+	for i, it := range wb.items {
+		a.answer(ctx, now, it, &a.items[i], res.Outcomes[i])
+	}
+	if res.Stored > 0 {
+		a.appended(ctx)
+	}
+	a.drainGate()
+	a.prepare()
+}
+
+// toItems converts the batch for the core, reusing one slice of items.
+func (a *writerActor) toItems(items []*sendItem) []*writer.Item {
+	a.items, a.itemPtrs = a.items[:0], a.itemPtrs[:0]
+	for _, it := range items {
+		var host netip.AddrPort
+		if it.conn != nil {
+			host, _ = netip.ParseAddrPort(it.conn.RemoteAddr())
+		}
+		a.items = append(a.items, writer.Item{Topic: it.topic, QueueID: it.queueID, BornTs: it.bornTs, BornHost: host,
+			Msgs: it.msgs, Batch: it.batch, SendBack: it.sendBack, Reconsume: it.reconsume})
+	}
+	for i := range a.items {
+		a.itemPtrs = append(a.itemPtrs, &a.items[i])
+	}
+	return a.itemPtrs
+}
+
+// published makes what a write changed visible: topics it auto-created
+// (published at once so the next sends see them, and handed to their
+// owner to persist) and the counters.
+func (a *writerActor) published(ctx actor.Context, res *writer.Result) {
+	if len(res.Created) > 0 {
+		topics := a.v.topicsSnapshot()
+		next := make(map[string]storage.TopicConfig, len(topics)+len(res.Created))
+		for k, v := range topics {
+			next[k] = v
+		}
+		for _, tc := range res.Created {
+			next[tc.TopicName] = tc
+			ctx.Send(a.p.topics, &ensureTopic{cfg: tc})
+		}
+		a.v.publishTopics(next)
+	}
+	a.stats.msgPutTotal.Add(int64(res.Stored))
+	a.stats.bytesPut.Add(res.Bytes)
+	if res.AppendErr != nil {
+		a.k.log.Error("commitlog append failed: refusing writes", "err", res.AppendErr)
+	}
+}
+
+// answer routes one item's outcome: refused items are answered now, stored
+// ones go through the gate; internal items tell their sender.
+func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, wi *writer.Item, o writer.Outcome) {
+	if it.notify != nil {
+		switch {
+		case o.Stored:
+			ctx.Send(it.notify, &internalStored{tag: it.tag, end: o.End})
+		case o.NotAppended:
+			ctx.Send(it.notify, &internalStored{tag: it.tag, err: fmt.Errorf("not stored: %s", o.Remark)})
+		default:
+			a.refuse(ctx, it, o.Status, o.Remark)
+		}
+		return
+	}
+	if !o.Stored {
+		a.k.respond(it.request, o.Status, o.Remark, nil)
+		return
+	}
+	wait := !it.oneway && it.msgs[0].WaitStoreMsgOK()
+	var tok any
+	if wait {
+		tok = &pendingReply{request: it.request, ok: o.Fields}
+	}
+	if v, decided := a.gate.Admit(now, tok, o.End, wait); decided {
+		a.verdict(it.request, o.Fields, v)
+	}
+}
+
+// refuse answers an item that cannot be written. An internal item (a due
+// delayed message whose topic is gone, say) is dropped with a log line so
+// its sender does not wait forever.
+func (a *writerActor) refuse(ctx actor.Context, it *sendItem, st protocol.Status, remark string) {
+	if it.notify != nil {
+		a.k.log.Error("internal write dropped", "topic", it.topic, "status", st.String(), "reason", remark)
+		ctx.Send(it.notify, &internalStored{tag: it.tag, end: a.st.CommitLog().MaxOffset()})
+		return
+	}
+	a.k.respond(it.request, st, remark, nil)
+}
+
+func (a *writerActor) verdict(r *request, ok protocol.Fields, v gate.Verdict) {
+	if v.Status == protocol.StatusOK {
+		a.k.respond(r, protocol.StatusOK, "", ok)
+		return
+	}
+	a.k.respond(r, v.Status, v.Remark, nil)
+}
+
+// drainGate answers what the gate released and arms its next deadline.
+func (a *writerActor) drainGate() {
+	rd := a.gate.Ready()
+	for _, v := range rd.Verdicts {
+		p := v.Token.(*pendingReply)
+		a.verdict(p.request, p.ok, v)
+	}
+	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
+		a.gateArmed = rd.Deadline
+		a.k.after(rd.Deadline.Sub(a.k.now()), a.self, &gateTick{at: rd.Deadline})
+	}
+}
+
+// appended follows a growth of the log: flush it (SYNC_FLUSH), make it
+// visible to consumers (ASYNC_FLUSH: at once; SYNC_FLUSH: once flushed),
+// stream it to slaves.
+func (a *writerActor) appended(ctx actor.Context) {
+	cl := a.st.CommitLog()
+	if target, ok := a.flush.Appended(cl.MaxOffset(), cl.FlushedOffset()); ok {
+		a.startFlush(target)
+	}
+	if a.cfg.FlushDiskType != SyncFlush {
+		ctx.Send(a.p.reput, &logAppended{})
+	}
+	if a.repl != nil {
+		a.repl.Appended()
+		a.drainReplicator(ctx)
+	}
+}
+
+// startFlush runs one fsync of the log up to target, off the actor.
+func (a *writerActor) startFlush(target int64) {
+	st := a.st
+	a.k.io(a.self, func() any {
+		flushed, err := st.Flush(target)
+		return &flushDone{flushed: flushed, err: err}
+	})
+}
+
+func (a *writerActor) flushDone(ctx actor.Context, m *flushDone) {
+	now := a.k.now()
+	a.gate.Flushed(now, m.flushed)
+	if m.err != nil {
+		a.k.log.Error("commitlog fsync failed: data since the last successful flush may be lost; refusing writes", "err", m.err, "flushed", m.flushed)
+		a.gate.FlushFailed(now, m.err)
+	}
+	if a.cfg.FlushDiskType == SyncFlush {
+		ctx.Send(a.p.reput, &logFlushed{offset: m.flushed})
+	}
+	a.drainGate()
+	cl := a.st.CommitLog()
+	if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
+		a.startFlush(target)
 	}
 }
 
 // prepare keeps the pages just ahead of the log's end populated and creates
 // the next segment, both off the actor, so appends and the roll-over do not
-// wait for page faults or fallocate.
-func (w *writerActor) prepare(ctx actor.Context) {
-	if w.b.isSlave() {
-		// A slave's haClient appends the master's bytes and rolls the
-		// segments itself; a segment prepared and adopted here would race
-		// its roll (both create the same file, and c.next is unguarded).
+// wait for page faults or fallocate. Not on a slave: its follower appends
+// the master's bytes and rolls segments itself, and a segment prepared
+// here would race that roll.
+func (a *writerActor) prepare() {
+	if a.role.slave() {
 		return
 	}
-	cl := w.b.store.CommitLog()
+	cl := a.st.CommitLog()
 	if warm := cl.WarmAhead(); warm != nil {
-		w.b.env.RunIO(warm) // populate the pages the next appends will write
+		a.k.runIO(warm)
 	}
 	start, need := cl.NextSegmentStart()
-	if !need || w.preparing || cl.Err() != nil {
+	if !need || a.preparing || cl.Err() != nil {
 		return
 	}
-	w.preparing = true
-	self, root := ctx.Self(), w.b.sys.Root
-	w.b.env.RunIO(func() {
+	a.preparing = true
+	a.k.io(a.self, func() any {
 		seg, err := cl.CreateSegment(start)
-		root.Send(self, &segmentPrepared{seg: seg, err: err})
+		return &segmentPrepared{seg: seg, err: err}
 	})
 }
 
-// cleanLog runs one retention pass. Only the log's appender calls it: the
-// writer on a master, the HA client on a slave.
-func (b *Broker) cleanLog() {
-	rep, err := b.store.CleanCommitLog(b.env.Clock.Now(), false)
+func (a *writerActor) adopt(m *segmentPrepared) {
+	a.preparing = false
+	if m.err != nil {
+		a.k.log.Warn("preparing the next commitlog segment failed; the writer will create it when needed", "err", m.err)
+		return
+	}
+	if a.role.slave() {
+		// Became a slave while it was prepared: the follower rolls
+		// segments itself.
+		return
+	}
+	if err := a.st.CommitLog().AdoptSegment(m.seg); err != nil {
+		a.k.log.Warn("adopting a prepared commitlog segment failed", "err", err)
+	}
+	if warm := a.st.CommitLog().WarmAhead(); warm != nil {
+		a.k.runIO(warm) // the window may reach into the new segment
+	}
+}
+
+// clean runs one retention pass: only the log's appender may change its
+// segment list.
+func (a *writerActor) clean() {
+	rep, err := a.st.CleanCommitLog(a.k.now(), false)
 	if err != nil {
-		b.log.Error("retention failed", "err", err)
+		a.k.log.Error("retention failed", "err", err)
 		return
 	}
 	if rep.DeletedSegments > 0 {
-		b.log.Info("retention deleted commitlog segments", "segments", rep.DeletedSegments, "min_offset", rep.MinOffset, "disk_used", rep.UsedRatio)
+		a.k.log.Info("retention deleted commitlog segments", "segments", rep.DeletedSegments, "min_offset", rep.MinOffset, "disk_used", rep.UsedRatio)
 	}
 	if rep.DiskFull {
-		b.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
+		a.k.log.Error("disk full: refusing writes", "disk_used", rep.UsedRatio)
 	}
-	b.sys.Root.Send(b.p.reput, &deleteBefore{minPhy: rep.MinOffset})
+	a.k.send(a.p.reput, &deleteBefore{minPhy: rep.MinOffset})
 }
 
-// reject answers an item that cannot be written. An internal item (a due
-// delayed message whose topic is gone, say) is dropped with a log line so
-// its sender does not wait forever.
-func (w *writerActor) reject(ctx actor.Context, it *sendItem, st protocol.Status, remark string) {
-	if it.notify != nil {
-		w.b.log.Error("internal write dropped", "topic", it.topic, "status", st.String(), "reason", remark)
-		ctx.Send(it.notify, &internalStored{tag: it.tag, end: w.b.store.CommitLog().MaxOffset()})
-		return
-	}
-	w.b.respond(it.request, st, remark, nil)
-}
-
-// resolve checks an item's topic and picks its queue; it returns a non-OK
-// status if the item cannot be written.
-func (w *writerActor) resolve(it *sendItem) (protocol.Status, string) {
-	topics := w.b.v.topicsSnapshot()
-	tc, ok := topics[it.topic]
-	if !ok {
-		if err := protocol.ValidateTopic(it.topic); err != nil {
-			return protocol.StatusMessageIllegal, err.Error()
-		}
-		if !w.b.cfg.AutoCreateTopicEnable && !isGroupTopic(it.topic) {
-			return protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist and autoCreateTopicEnable is false", it.topic)
-		}
-		n := w.b.cfg.DefaultTopicQueueNums
-		if isGroupTopic(it.topic) {
-			n = 1 // retry and dead-letter topics have one queue, as in RocketMQ
-		}
-		tc = storage.TopicConfig{TopicName: it.topic, ReadQueueNums: n, WriteQueueNums: n, Perm: storage.PermRead | storage.PermWrite}
-		w.b.sys.Root.Send(w.b.p.topics, &ensureTopic{cfg: tc})
-		// Publish at once so the next sends of this burst see it too.
-		next := make(map[string]storage.TopicConfig, len(topics)+1)
-		for k, v := range topics {
-			next[k] = v
-		}
-		next[it.topic] = tc
-		w.b.v.publishTopics(next)
-	}
-	if tc.Perm&storage.PermWrite == 0 {
-		return protocol.StatusNoPermission, fmt.Sprintf("topic %q is not writable (perm %d)", it.topic, tc.Perm)
-	}
-	if tc.WriteQueueNums <= 0 {
-		return protocol.StatusNoPermission, fmt.Sprintf("topic %q has no write queues", it.topic)
-	}
-	switch {
-	case it.queueID < 0:
-		it.queueID = w.rr[it.topic] % tc.WriteQueueNums
-		w.rr[it.topic] = (it.queueID + 1) % tc.WriteQueueNums
-	case it.queueID >= tc.WriteQueueNums:
-		return protocol.StatusInvalidParameter, fmt.Sprintf("queue %d out of range: topic %q has %d write queues", it.queueID, it.topic, tc.WriteQueueNums)
-	}
-	return protocol.StatusOK, ""
-}
-
-// delay diverts a delayed message (property DELAY = level, or
-// TIMER_DELIVER_MS in the future) to the schedule topic until it is due:
-// queue level-1 for a level, queue len(levels) for an absolute time. The
-// real topic and queue travel in REAL_TOPIC and REAL_QID.
-func (w *writerActor) delay(topic string, queueID int32, props map[string]string) (string, int32, map[string]string, error) {
-	levels := w.b.cfg.DelayLevels
-	now := w.b.env.Clock.Now()
-	var deliver int64
-	var q int32
-	if v := props[protocol.PropertyDelay]; v != "" && v != "0" {
-		level, err := strconv.Atoi(v)
-		if err != nil || level < 0 || level > len(levels) {
-			return "", 0, nil, fmt.Errorf("%w: DELAY %q is not a level in [0, %d]", storage.ErrIllegal, v, len(levels))
-		}
-		if level > 0 {
-			deliver, q = now.Add(levels[level-1]).UnixMilli(), int32(level-1)
-		}
-	} else if v := props[protocol.PropertyTimerDeliverMs]; v != "" {
-		at, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return "", 0, nil, fmt.Errorf("%w: TIMER_DELIVER_MS %q is not a Unix time in ms", storage.ErrIllegal, v)
-		}
-		if at > now.UnixMilli() {
-			deliver, q = at, int32(len(levels))
-		}
-	}
-	if deliver == 0 {
-		return topic, queueID, props, nil
-	}
-	out := maps.Clone(props)
-	out[protocol.PropertyRealTopic] = topic
-	out[protocol.PropertyRealQueueID] = strconv.Itoa(int(queueID))
-	out[storage.PropDeliverMs] = strconv.FormatInt(deliver, 10)
-	return storage.ScheduleTopic, q, out, nil
-}
-
-// appendStoreProperties appends a properties map as it came off the wire
-// (protocol.Message.RawProperties) to dst in the log's encoding. ok is
-// false, and dst unchanged, when the map must take the slow way through a
-// Go map: keys not in strictly increasing order (the log keeps one
-// encoding per message: sorted keys), or a delay property (the writer
-// rewrites delayed messages).
-func appendStoreProperties(dst, raw []byte) (out []byte, ok bool, err error) {
-	start := len(dst)
-	var prev []byte
-	ok = true
-	protocol.EachRawProperty(raw, func(k, v []byte) {
-		if !ok || err != nil {
-			return
-		}
-		if prev != nil && bytes.Compare(prev, k) >= 0 ||
-			string(k) == protocol.PropertyDelay || string(k) == protocol.PropertyTimerDeliverMs {
-			ok = false
-			return
-		}
-		dst, err = storage.AppendProperty(dst, k, v)
-		prev = k
-	})
-	if !ok || err != nil {
-		return dst[:start], ok, err
-	}
-	return dst, true, nil
-}
-
-// toStore converts an item's messages; the whole item is rejected if one
-// message cannot be stored, so a batch is all or nothing.
-func (w *writerActor) toStore(it *sendItem, bornHost string) ([]*storage.Message, error) {
-	cl := w.b.store.CommitLog()
-	host := parseHost(bornHost)
-	out := make([]*storage.Message, 0, len(it.msgs))
-	for i := range it.msgs {
-		pm := &it.msgs[i]
-		if pm.Topic != "" && pm.Topic != it.topic {
-			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.topic)
-		}
-		topic, queueID := it.topic, it.queueID
-		var props []byte
-		fast := false
-		if pm.Properties == nil {
-			// Properties as they came off the wire: straight into the
-			// log's encoding, unless they need the map (see below).
-			at := len(w.props)
-			var err error
-			if w.props, fast, err = appendStoreProperties(w.props, pm.RawProperties); err != nil {
-				return nil, err
-			}
-			props = w.props[at:len(w.props):len(w.props)]
-		}
-		if !fast {
-			var propMap map[string]string
-			var err error
-			topic, queueID, propMap, err = w.delay(it.topic, it.queueID, pm.PropertyMap())
-			if err != nil {
-				return nil, err
-			}
-			if props, err = encodeProperties(propMap); err != nil {
-				return nil, err
-			}
-		}
-		sm := &storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
-			Properties: props, BornTimestamp: it.bornTs, BornHost: host, ReconsumeTimes: it.reconsume}
-		if err := cl.CheckMessage(sm); err != nil {
-			return nil, err
-		}
-		out = append(out, sm)
-	}
-	return out, nil
-}
-
-func (w *writerActor) write(ctx actor.Context, wb *writeBatch) {
-	b := w.b
-	if b.isSlave() {
-		for _, it := range wb.items {
-			b.respond(it.request, protocol.StatusNotMaster,
-				fmt.Sprintf("broker %s (brokerId %d) is a read-only slave; send to its master", b.cfg.BrokerName, b.cfg.BrokerID), nil)
-		}
-		return
-	}
-	w.msgs = w.msgs[:0]
-	w.props = w.props[:0]
-	type span struct{ from, to int } // an item's messages in w.msgs
-	spans := make([]span, len(wb.items))
-	for i, it := range wb.items {
-		spans[i] = span{-1, -1}
-		if st, remark := w.resolve(it); st != protocol.StatusOK {
-			w.reject(ctx, it, st, remark)
-			continue
-		}
-		addr := ""
-		if it.conn != nil {
-			addr = it.conn.RemoteAddr()
-		}
-		sms, err := w.toStore(it, addr)
-		if err != nil {
-			w.reject(ctx, it, statusOfStoreError(err), err.Error())
-			continue
-		}
-		spans[i] = span{len(w.msgs), len(w.msgs) + len(sms)}
-		w.msgs = append(w.msgs, sms...)
-	}
-	if len(w.msgs) == 0 {
-		return
-	}
-	now := b.nowMs()
-	out, err := b.store.AppendBatch(w.msgs, now, w.out)
-	w.out = out
-	stored := len(out)
-	var bytes int64
-	for _, r := range out {
-		bytes += int64(r.Size)
-	}
-	b.msgPutTotal.Add(int64(stored))
-	b.bytesPut.Add(bytes)
+// stop flushes what was appended and answers every waiting send (OK if
+// the final flush covered it).
+func (a *writerActor) stop() {
+	cl := a.st.CommitLog()
+	now := a.k.now()
+	flushed, err := a.st.Flush(cl.MaxOffset())
+	a.gate.Flushed(now, flushed)
 	if err != nil {
-		b.log.Error("commitlog append failed: refusing writes", "err", err)
+		a.gate.FlushFailed(now, err)
 	}
-
-	sync := b.cfg.FlushDiskType == SyncFlush
-	syncMaster := b.isSyncMaster()
-	var waits, replWaits []*pendingReply
-	for i, it := range wb.items {
-		sp := spans[i]
-		if sp.from < 0 {
-			continue
-		}
-		if sp.to > stored && it.notify != nil {
-			ctx.Send(it.notify, &internalStored{tag: it.tag, err: fmt.Errorf("not stored: %v", err)})
-			continue
-		}
-		if sp.to > stored {
-			st := statusOfStoreError(err)
-			remark := fmt.Sprintf("not stored: %v", err)
-			if sp.from < stored {
-				remark = fmt.Sprintf("batch partly stored (%d of %d messages) before: %v", stored-sp.from, sp.to-sp.from, err)
-			}
-			b.respond(it.request, st, remark, nil)
-			continue
-		}
-		res := out[sp.from:sp.to]
-		last := res[len(res)-1]
-		end := last.PhyOffset + int64(last.Size)
-		if it.notify != nil {
-			ctx.Send(it.notify, &internalStored{tag: it.tag, end: end})
-			continue
-		}
-		var resp protocol.Fields
-		// A delayed message waits in a schedule queue: the answer names
-		// where it was stored (queue and offset of the same place).
-		qid := w.msgs[sp.from].QueueID
-		if it.sendBack {
-			resp = nil
-		} else if it.batch {
-			ids := make([]string, len(res))
-			for j, r := range res {
-				ids[j] = protocol.OffsetMsgID(b.cfg.StoreHost, r.PhyOffset)
-			}
-			resp = &protocol.SendBatchResponse{QueueID: qid, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
-		} else {
-			resp = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(b.cfg.StoreHost, res[0].PhyOffset), QueueID: qid, QueueOffset: res[0].QueueOffset}
-		}
-		if syncMaster && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
-			// Never an OK without the slave's copy: with too few slaves in
-			// sync, say so at once (the message is stored on the master).
-			if have := int(b.haInSync.Load()) + 1; have < b.cfg.InSyncReplicas {
-				b.respond(it.request, protocol.StatusSlaveNotAvailable,
-					fmt.Sprintf("stored on the master only: %d of the %d copies inSyncReplicas asks for are in sync", have, b.cfg.InSyncReplicas), nil)
-				continue
-			}
-			replWaits = append(replWaits, &pendingReply{request: it.request, ok: resp, end: end})
-			continue
-		}
-		if sync && !it.oneway && it.msgs[0].WaitStoreMsgOK() {
-			waits = append(waits, &pendingReply{request: it.request, ok: resp, end: end})
-			continue
-		}
-		b.respond(it.request, protocol.StatusOK, "", resp)
+	a.gate.Stop(now)
+	a.drainGate()
+	if a.link != nil {
+		a.link.Close("slave stopping")
 	}
-	if sync {
-		if len(waits) > 0 || stored > 0 {
-			ctx.Send(b.p.flusher, &flushWait{replies: waits})
-		}
-	} else if stored > 0 {
-		ctx.Send(b.p.reput, &logAppended{})
-	}
-	if stored > 0 && b.p.replicator != nil {
-		ctx.Send(b.p.replicator, &logAppended{})
-	}
-	if len(replWaits) > 0 {
-		ctx.Send(b.p.replicator, &replWait{replies: replWaits})
-	}
-	w.prepare(ctx)
 }

@@ -79,6 +79,8 @@ func NewRequest(code Code) Request {
 		return &GetConsumerGroupsRequest{}
 	case CodeDescribeConsumerGroup:
 		return &DescribeConsumerGroupRequest{}
+	case CodeUpdateBrokerRole:
+		return &UpdateBrokerRoleRequest{}
 	}
 	return nil
 }

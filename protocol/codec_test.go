@@ -52,6 +52,7 @@ func requestCases() []Request {
 		&NotifyConsumerIDsChangedRequest{Group: "g"},
 		&GetConsumerGroupsRequest{},
 		&DescribeConsumerGroupRequest{Group: "g"},
+		&UpdateBrokerRoleRequest{BrokerRole: "SLAVE", HAMasterAddress: "127.0.0.1:10912", BrokerID: 2},
 	}
 }
 

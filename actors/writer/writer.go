@@ -39,8 +39,11 @@ type Item struct {
 // Outcome is what became of one Item.
 type Outcome struct {
 	Stored bool
-	Status protocol.Status // the refusal's, when not Stored
-	Remark string
+	// NotAppended: the item was valid but the log refused it (disk full,
+	// a failed write): trying again later may succeed.
+	NotAppended bool
+	Status      protocol.Status // the refusal's, when not Stored
+	Remark      string
 	// Fields is the answer once the gate lets it go (nil for send-back).
 	Fields protocol.Fields
 	// End is the log offset after the item's last byte (when Stored).
@@ -124,7 +127,7 @@ func (w *Writer) outcome(it *Item, from, to int, err error) Outcome {
 		if from < stored {
 			remark = fmt.Sprintf("batch partly stored (%d of %d messages) before: %v", stored-from, to-from, err)
 		}
-		return Outcome{Status: StatusOfStoreError(err), Remark: remark}
+		return Outcome{NotAppended: true, Status: StatusOfStoreError(err), Remark: remark}
 	}
 	res := w.out[from:to]
 	last := res[len(res)-1]

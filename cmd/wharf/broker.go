@@ -155,6 +155,9 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
 	env := actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
+		// Blocking storage work (fsync, segment creation, page warming)
+		// runs on its own goroutine and reports back with a message.
+		RunIO: func(fn func()) { go fn() },
 		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
 			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
 		}}
@@ -163,16 +166,15 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		store.Close()
 		return err
 	}
-	// A master serves its slaves on haListenPort.
-	var ha *netio.Server
-	if c.BrokerRole != brokerconf.Slave {
-		haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
-		ha = netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
-			MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
-		if err := ha.Start(); err != nil {
-			b.Stop()
-			return fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
-		}
+	// The replication port listens in every role: a slave may be
+	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
+	// slaves until then.
+	haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
+	ha := netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
+		MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
+	if err := ha.Start(); err != nil {
+		b.Stop()
+		return fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
 	}
 	addr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.ListenPort)
 	srv := netio.NewServer(b, netio.Options{
@@ -183,9 +185,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		IdleTimeout:      c.ServerChannelMaxIdleTimeSeconds.Duration(),
 	})
 	if err := srv.Start(); err != nil {
-		if ha != nil {
-			ha.Stop(context.Background())
-		}
+		ha.Stop(context.Background())
 		b.Stop()
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
@@ -220,10 +220,8 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	if err := srv.Stop(stopCtx); err != nil {
 		errs = append(errs, "network: "+err.Error())
 	}
-	if ha != nil {
-		if err := ha.Stop(stopCtx); err != nil {
-			errs = append(errs, "replication port: "+err.Error())
-		}
+	if err := ha.Stop(stopCtx); err != nil {
+		errs = append(errs, "replication port: "+err.Error())
 	}
 	if err := b.Stop(); err != nil {
 		errs = append(errs, "store: "+err.Error())

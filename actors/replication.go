@@ -1,0 +1,234 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// The writer actor's replication: a master's ha.Replicator, a slave's
+// ha.Follower, the connections they talk over, and the metadata
+// (topics, consumer offsets) that travels beside the log.
+
+// haIn is one read burst from a replication peer.
+type haIn struct {
+	conn Conn
+	reqs []protocol.Request
+}
+
+// haGone reports a closed replication connection.
+type haGone struct{ conn Conn }
+
+// haTick drives heartbeats, housekeeping and metadata sync.
+type haTick struct{}
+
+// haDialed reports the outcome of connecting to the master.
+type haDialed struct {
+	conn Conn
+	err  error
+	gen  int // the follower it was dialled for
+}
+
+// haReconnect retries the link.
+type haReconnect struct{ gen int }
+
+// haHandler is the Handler of the replication port (a master's slaves) and
+// of a slave's link to its master: it decodes frames and hands them to the
+// writer.
+type haHandler struct {
+	k      *kit
+	limits protocol.Limits
+	writer func() *actor.PID
+}
+
+func (h *haHandler) Deliver(in *Inbound) {
+	reqs := make([]protocol.Request, 0, len(in.Frames))
+	for _, f := range in.Frames {
+		req, err := protocol.DecodeRequest(f, h.limits)
+		if err != nil {
+			in.Conn.Close("replication link: " + err.Error())
+			return
+		}
+		reqs = append(reqs, req)
+	}
+	h.k.send(h.writer(), &haIn{conn: in.Conn, reqs: reqs})
+}
+
+func (h *haHandler) Disconnected(c Conn) { h.k.send(h.writer(), &haGone{conn: c}) }
+
+// replication handles the writer's replication messages.
+func (a *writerActor) replication(ctx actor.Context, msg any) {
+	now := a.k.now()
+	switch m := msg.(type) {
+	case *haIn:
+		a.haIn(ctx, now, m)
+	case *haGone:
+		delete(a.peers, m.conn.ID())
+		switch {
+		case a.repl != nil:
+			a.repl.Gone(m.conn.ID())
+			a.drainReplicator(ctx)
+		case a.fol != nil && m.conn == a.link:
+			a.link = nil
+			a.fol.Gone(m.conn.ID())
+			a.drainFollower(ctx)
+		}
+	case *haDialed:
+		a.dialed(ctx, now, m)
+	case *haReconnect:
+		if a.fol != nil && m.gen == a.role.gen {
+			a.fol.Reconnect(now)
+			a.drainFollower(ctx)
+		}
+	case *haTick:
+		a.haTick(ctx, now)
+		a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+	case *metaSnapshot:
+		req := &protocol.HAMetadataRequest{Kind: m.kind, Data: m.data}
+		switch {
+		case a.repl != nil:
+			a.repl.Broadcast(req)
+			a.drainReplicator(ctx)
+		case a.link != nil:
+			a.link.Send(req)
+		}
+	}
+}
+
+func (a *writerActor) haIn(ctx actor.Context, now time.Time, m *haIn) {
+	switch {
+	case a.fol != nil && m.conn == a.link:
+		a.fol.Receive(now, m.conn.ID(), m.reqs)
+		a.drainFollower(ctx)
+		return
+	case a.repl == nil:
+		// A slave's replication port: nobody may replicate from it.
+		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName)})
+		m.conn.Close("replication requested from a slave")
+		return
+	}
+	a.peers[m.conn.ID()] = m.conn
+	for _, req := range m.reqs {
+		switch r := req.(type) {
+		case *protocol.HAReportRequest:
+			a.repl.Report(now, m.conn.ID(), m.conn.RemoteAddr(), r)
+		case *protocol.HAMetadataRequest:
+			if r.Kind == "offsets" { // a slave's consumer offsets: merged, never lost
+				ctx.Send(a.p.offsets, &importMeta{kind: r.Kind, data: r.Data})
+			}
+		default:
+			m.conn.Close(fmt.Sprintf("unexpected %v on the replication port", req.RequestCode()))
+			return
+		}
+	}
+	a.drainReplicator(ctx)
+}
+
+func (a *writerActor) haTick(ctx actor.Context, now time.Time) {
+	switch {
+	case a.repl != nil:
+		a.repl.Tick(now)
+		a.drainReplicator(ctx)
+	case a.fol != nil:
+		a.fol.Tick(now)
+		a.drainFollower(ctx)
+	}
+}
+
+// drainReplicator carries out what the replicator asks for and tells the
+// gate the slaves' progress.
+func (a *writerActor) drainReplicator(ctx actor.Context) {
+	rd := a.repl.Ready()
+	for _, s := range rd.Sends {
+		if c := a.peers[s.Peer]; c != nil {
+			c.Send(s.Req)
+		}
+	}
+	for _, c := range rd.Closes {
+		if conn := a.peers[c.Peer]; conn != nil {
+			conn.Close(c.Reason)
+			delete(a.peers, c.Peer)
+		}
+	}
+	if rd.Progress {
+		var inSync int
+		a.acked, inSync = a.repl.Acked(a.acked[:0])
+		a.gate.Replicas(a.k.now(), a.acked, inSync)
+		a.drainGate()
+		a.v.publishSlaves(a.repl.Slaves())
+	}
+	if rd.Metadata {
+		if data, err := json.Marshal(a.v.topicsSnapshot()); err == nil {
+			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: "topics", Data: data})
+		}
+		ctx.Request(a.p.offsets, &exportOffsets{})
+		a.drainReplicator(ctx)
+	}
+}
+
+// drainFollower carries out what the follower asks for.
+func (a *writerActor) drainFollower(ctx actor.Context) {
+	rd := a.fol.Ready()
+	if a.link != nil {
+		for _, req := range rd.Sends {
+			a.link.Send(req)
+		}
+		if rd.Close != "" {
+			a.link.Close(rd.Close)
+		}
+	}
+	for _, im := range rd.Imports {
+		switch im.Kind {
+		case "topics":
+			ctx.Send(a.p.topics, &importMeta{kind: im.Kind, data: im.Data})
+		case "offsets":
+			ctx.Send(a.p.offsets, &importMeta{kind: im.Kind, data: im.Data})
+		}
+	}
+	if rd.ExportOffsets {
+		ctx.Request(a.p.offsets, &exportOffsets{}) // the reverse path: offsets committed here
+	}
+	if rd.Appended {
+		a.appended(ctx)
+	}
+	if rd.RetryIn > 0 {
+		a.k.after(rd.RetryIn, a.self, &haReconnect{gen: a.role.gen})
+	}
+	if rd.Dial {
+		a.connect(rd.DialAddr)
+	}
+	a.v.publishFollower(a.fol.Status(), a.fol.MasterMaxOffset())
+}
+
+// connect dials the master off the actor.
+func (a *writerActor) connect(addr string) {
+	if a.dialer == nil {
+		return
+	}
+	dial, gen, k := a.dialer, a.role.gen, a.k
+	self := a.self
+	h := &haHandler{k: k, limits: a.limits, writer: func() *actor.PID { return self }}
+	k.io(self, func() any {
+		c, err := dial(addr, h)
+		return &haDialed{conn: c, err: err, gen: gen}
+	})
+}
+
+func (a *writerActor) dialed(ctx actor.Context, now time.Time, m *haDialed) {
+	if a.fol == nil || m.gen != a.role.gen {
+		if m.conn != nil {
+			m.conn.Close("the broker's role changed while dialling")
+		}
+		return
+	}
+	var id uint64
+	if m.err == nil {
+		a.link, id = m.conn, m.conn.ID()
+	}
+	a.fol.Dialed(now, id, m.err)
+	a.drainFollower(ctx)
+}
