@@ -352,4 +352,3 @@ func TestTopicsAndOffsets(t *testing.T) {
 		t.Fatalf("send to a deleted topic: %v", f.Status)
 	}
 }
-

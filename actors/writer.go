@@ -28,11 +28,11 @@ import (
 
 // writerDeps is what the writer actor is given.
 type writerDeps struct {
-	k     *kit
-	p     *pids
-	v     *views
-	st    *storage.Store
-	stats *stats
+	k      *kit
+	p      *pids
+	v      *views
+	st     *storage.Store
+	stats  *stats
 	cfg    Config // the role fields are the start's; the actor's role state wins
 	limits protocol.Limits
 	dialer func(addr string, h Handler) (Conn, error)
