@@ -321,7 +321,7 @@ func wharfBench(ctx context.Context, o *opts, sc string, size int) ([]result, er
 	return rs, runErr
 }
 
-// ---- measurement, mirroring cmd/wharf/bench.go ----
+// ---- measurement, mirroring internal/benchrun (wharf bench) ----
 
 type recorder struct {
 	start, end atomic.Int64

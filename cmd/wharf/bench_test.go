@@ -5,18 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/internal/benchrun"
 )
 
 // When the bench starts a broker from this test binary (it passes the test
-// binary as --wharf-bin and sets benchChildEnv), the child runs the wharf
+// binary as --wharf-bin and sets benchrun.ChildEnv), the child runs the wharf
 // command line instead of the tests.
 func init() {
-	if os.Getenv(benchChildEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench" {
+	if os.Getenv(benchrun.ChildEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench" {
 		if err := newRootCmd().Execute(); err != nil {
 			fmt.Fprintln(os.Stderr, "wharf:", err)
 			os.Exit(1)
@@ -71,7 +74,7 @@ func TestBenchQuickAsyncJSON(t *testing.T) {
 			t.Errorf("field %q missing: %s", k, lines[0])
 		}
 	}
-	var r benchResult
+	var r benchrun.Result
 	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
 		t.Fatal(err)
 	}
@@ -84,28 +87,46 @@ func TestBenchQuickAsyncJSON(t *testing.T) {
 	}
 }
 
-// TestBenchFlagsAndSkips checks scenario parsing, the disk probe and the
-// skip of sync-flush-64 against an existing ASYNC_FLUSH broker.
-func TestBenchFlagsAndSkips(t *testing.T) {
+// TestBenchQuickFlags checks that --quick shortens the runs but leaves the
+// flags given on the command line alone, and that the flags reach
+// benchrun.Options.
+func TestBenchQuickFlags(t *testing.T) {
+	def, q := benchrun.DefaultOptions(), benchrun.QuickOptions()
+	for _, tc := range []struct {
+		args []string
+		want func(o *benchrun.Options)
+	}{
+		{[]string{}, func(o *benchrun.Options) {}},
+		{[]string{"--quick"}, func(o *benchrun.Options) {
+			o.Duration, o.Warmup, o.Backlog, o.Settle, o.Fsyncs = q.Duration, q.Warmup, q.Backlog, q.Settle, q.Fsyncs
+		}},
+		{[]string{"--quick", "--duration", "7s", "--fsyncs", "9"}, func(o *benchrun.Options) {
+			o.Duration, o.Warmup, o.Backlog, o.Settle, o.Fsyncs = 7*time.Second, q.Warmup, q.Backlog, q.Settle, 9
+		}},
+		{[]string{"--duration", "7s", "--backlog", "5", "--scenario", "sync-1,e2e-10k", "--size", "64,128", "--json",
+			"--broker-arg=--a", "--broker-arg=--b", "--wharf-bin", "/x", "--broker", "h:1", "--flush-mode", "SYNC_FLUSH"}, func(o *benchrun.Options) {
+			o.Duration, o.Backlog, o.Scenarios, o.Sizes, o.JSON = 7*time.Second, 5, []string{"sync-1", "e2e-10k"}, []int{64, 128}, true
+			o.BrokerArgs, o.BrokerBin, o.Broker, o.FlushMode = []string{"--a", "--b"}, "/x", "h:1", "SYNC_FLUSH"
+		}},
+	} {
+		var got benchrun.Options
+		cmd := newBenchCmd(func(_ *cobra.Command, o benchrun.Options) error { got = o; return nil })
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		want := def
+		tc.want(&want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v:\n got %+v\nwant %+v", tc.args, got, want)
+		}
+	}
+}
+
+// TestBenchRejectsUnknownScenario checks that the flags reach benchrun's
+// checks and its error reaches the command line.
+func TestBenchRejectsUnknownScenario(t *testing.T) {
 	if _, _, err := runBenchCLI(t, "bench", "--scenario", "nope"); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown scenario accepted: %v", err)
-	}
-	out, stderr, err := runBenchCLI(t, "bench", "--scenario", "sync-flush-64,disk-probe", "--json", "--broker", "127.0.0.1:1",
-		"--fsyncs", "50", "--duration", "300ms", "--store-dir", t.TempDir())
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr)
-	}
-	var got []benchResult
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var r benchResult
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("%v: %s", err, l)
-		}
-		got = append(got, r)
-	}
-	if len(got) != 3 || got[0].Scenario != "sync-flush-64" || !got[0].Skipped ||
-		got[1].Scenario != "disk-fsync" || got[1].Msgs != 50 || got[1].P50Ms <= 0 ||
-		got[2].Scenario != "disk-group-commit" || got[2].MsgsPerS <= 0 {
-		t.Fatalf("results %+v", got)
 	}
 }

@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"netio":    {module + "/sim", module + "/cmd", module + "/client"},
 	"client":   {module + "/storage", module + "/actors", module + "/netio", module + "/sim", module + "/cmd"},
 	"sim":      {module + "/cmd"},
+	"internal": {module + "/cmd"},
 }
 
 // TestLayering holds the import rules of DESIGN.md: storage and protocol

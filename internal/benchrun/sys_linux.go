@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package benchrun
 
 import (
 	"bufio"
@@ -10,18 +10,23 @@ import (
 	"syscall"
 )
 
-// benchClockTicks is USER_HZ, the unit of utime and stime in
+// clockTicks is USER_HZ, the unit of utime and stime in
 // /proc/<pid>/stat: 100 on every Linux architecture Go supports.
-const benchClockTicks = 100
+const clockTicks = 100
 
-// benchProcCPU returns the user+system CPU seconds of process pid, or -1.
-func benchProcCPU(pid int) float64 {
+// procCPU returns the user+system CPU seconds of process pid, or -1.
+func procCPU(pid int) float64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return -1
 	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat returns utime+stime in seconds from the text of a
+// /proc/<pid>/stat, or -1.
+func parseProcStat(s string) float64 {
 	// The command name (field 2) may hold spaces: fields after the last ')'.
-	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return -1
@@ -36,12 +41,12 @@ func benchProcCPU(pid int) float64 {
 	if err1 != nil || err2 != nil {
 		return -1
 	}
-	return (ut + st) / benchClockTicks
+	return (ut + st) / clockTicks
 }
 
-// benchDirtyMiB returns the system's Dirty + Writeback memory in MiB (0 if
+// dirtyMiB returns the system's Dirty + Writeback memory in MiB (0 if
 // unknown).
-func benchDirtyMiB() float64 {
+func dirtyMiB() float64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -62,5 +67,5 @@ func benchDirtyMiB() float64 {
 	return kb / 1024
 }
 
-// benchDatasync is fdatasync(2).
-func benchDatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
+// datasync is fdatasync(2).
+func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

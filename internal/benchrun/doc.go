@@ -1,0 +1,32 @@
+// Package benchrun is the implementation of `wharf bench`: it runs the
+// benchmark scenarios (async, batch and sync publishing, consuming a
+// backlog, publish->consume latency, SYNC_MASTER against ASYNC_MASTER and a
+// raw-disk probe) against a broker and reports one Result per scenario and
+// body size.
+//
+// Contract:
+//
+//   - Run takes Options (DefaultOptions gives the command's defaults,
+//     QuickOptions the --quick ones), checks them and runs each scenario at
+//     each size in a fixed order. Errors about Options name the `wharf
+//     bench` flags, because that is where the values came from.
+//   - By default each scenario gets a fresh broker: a child process
+//     `<BrokerBin> bench serve --storePathRootDir DIR --listenPort P
+//     --flushDiskType F --pprof-addr A --log-level L [BrokerArgs...]` on a
+//     free loopback port with a temporary store under StoreDir, started with
+//     ChildEnv=1 in its environment. The binary must implement `bench
+//     serve`: `wharf broker` plus a loopback pprof/expvar listener, for
+//     the broker's Go heap and profiles; its CPU time comes from /proc.
+//     With Options.Broker an existing broker is used instead and no broker
+//     figures are reported.
+//   - Results go to stdout as they complete, one JSON object a line with
+//     Options.JSON (the field names of Result are a format other programs
+//     parse: bench/ and bench/scripts/ab.sh), or as one table at the end.
+//     Progress and failures of single scenarios go to stderr; a failed
+//     scenario does not stop the others, and Run reports them all in its
+//     error. When ctx ends, Run stops after the scenario under way and
+//     returns ctx's error.
+//   - The load's clients run in the calling process; Run raises its GOGC
+//     (unless the environment sets one) so their collector stays out of the
+//     measured latencies.
+package benchrun
