@@ -99,8 +99,10 @@ func (b *Broker) Start() error {
 		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.props...), name)
 		return pid
 	}
-	b.p.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
-	b.p.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
+	b.p.topics = spawn("topics", func() actor.Actor {
+		return newTopicManager(b.k, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
+	})
+	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
 	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
 	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
 	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
@@ -112,7 +114,7 @@ func (b *Broker) Start() error {
 	b.p.flusher = spawn("flush", func() actor.Actor { return &flushActor{b: b} })
 	b.p.writer = spawn("writer", func() actor.Actor { return &writerActor{b: b} })
 	if !b.isSlave() {
-		b.p.scheduler = spawn("scheduler", func() actor.Actor { return &scheduler{b: b} })
+		b.p.scheduler = spawn("scheduler", func() actor.Actor { return newScheduler(b.k, b.p, b.v, b.store, len(b.cfg.DelayLevels)) })
 	}
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
