@@ -97,8 +97,10 @@ func (b *Broker) Start() error {
 		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.props...), name)
 		return pid
 	}
-	b.p.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
-	b.p.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
+	b.p.topics = spawn("topics", func() actor.Actor {
+		return newTopicManager(b.k, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
+	})
+	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
 	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
 	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
 	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
@@ -116,7 +118,9 @@ func (b *Broker) Start() error {
 
 // newScheduler makes the delay scheduler (a master's: the role
 // supervisor runs it).
-func (b *Broker) newScheduler() actor.Actor { return &scheduler{b: b} }
+func (b *Broker) newScheduler() actor.Actor {
+	return newScheduler(b.k, b.p, b.v, b.store, len(b.cfg.DelayLevels))
+}
 
 // HAHandler is the Handler for the haListenPort: a master's slaves
 // connect there (a slave refuses them).

@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wharfmq/wharf/protocol"
-	"github.com/wharfmq/wharf/storage"
 )
 
 // Consumer groups. The groups actor routes group requests to one
@@ -497,39 +496,6 @@ func addrOf(c Conn) string {
 		return ""
 	}
 	return c.RemoteAddr()
-}
-
-// fill completes group descriptions with committed offsets and lag; the
-// offset manager runs it (it owns the offsets).
-func (o *offsetManager) fill(m *fillOffsets) {
-	b := o.b
-	committed := func(group string, q protocol.QueueRef) int64 {
-		if off, ok := o.table.Offsets[offsetKey(q.Topic, group)][q.QueueID]; ok {
-			return off
-		}
-		return -1
-	}
-	if m.desc != nil {
-		for i := range m.desc.Queues {
-			gq := &m.desc.Queues[i]
-			_, max := b.v.queueBounds(storage.QueueKey{Topic: gq.Topic, QueueID: gq.QueueID})
-			gq.MaxOffset = max
-			gq.CommittedOffset = committed(m.desc.Group, protocol.QueueRef{Topic: gq.Topic, QueueID: gq.QueueID})
-			gq.Lag = max - max64(gq.CommittedOffset, 0)
-		}
-		b.respond(m.request, protocol.StatusOK, "", m.desc)
-		return
-	}
-	resp := &protocol.ConsumerGroupsResponse{Groups: []protocol.GroupSummary{}}
-	for _, s := range m.list {
-		gs := s.GroupSummary
-		for _, q := range s.queues {
-			_, max := b.v.queueBounds(storage.QueueKey{Topic: q.Topic, QueueID: q.QueueID})
-			gs.Lag += max - max64(committed(gs.Group, q), 0)
-		}
-		resp.Groups = append(resp.Groups, gs)
-	}
-	b.respond(m.request, protocol.StatusOK, "", resp)
 }
 
 func max64(a, b int64) int64 {

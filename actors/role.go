@@ -157,6 +157,7 @@ func (r *roleActor) Receive(ctx actor.Context) {
 		r.changing = false
 		r.cur = m.to
 		r.v.publishRole(m.to)
+		ctx.Send(r.p.topics, &topicsRole{slave: m.to.slave()})
 		switch {
 		case m.to.slave() && !m.from.slave():
 			ctx.Poison(r.p.scheduler)
