@@ -180,19 +180,15 @@ func (b *Broker) respond(r *request, st protocol.Status, remark string, resp pro
 
 // Deliver routes one read burst. It runs on the transport's goroutine and
 // never blocks: every request becomes an actor message, except the ones that
-// read only immutable or atomically published state.
+// read only immutable or atomically published state. The sends of a burst
+// go to the writer as one batch.
 func (b *Broker) Deliver(in *Inbound) {
 	if closed(in.Conn) {
 		return
 	}
-	var sends []*sendItem
-	// One allocation per burst for what every request of it needs, instead
-	// of several per request (a burst often holds hundreds of sends).
-	reqs := make([]request, len(in.Frames))
-	var items []sendItem
-	var single []protocol.Message
+	bu := newBurst(in)
 	for i, f := range in.Frames {
-		r := &reqs[i]
+		r := &bu.reqs[i]
 		*r = request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway()}
 		if f.IsResponse() {
 			b.respond(r, protocol.StatusFrameIllegal, "a response frame sent to the broker", nil)
@@ -211,55 +207,85 @@ func (b *Broker) Deliver(in *Inbound) {
 		}
 		switch m := req.(type) {
 		case *protocol.SendRequest:
-			if items == nil {
-				items = make([]sendItem, 0, len(in.Frames)) // never grows: pointers into it stay valid
-			}
-			if single == nil {
-				single = make([]protocol.Message, 0, len(in.Frames))
-			}
-			single = append(single, m.Message())
-			items = append(items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
-				msgs: single[len(single)-1 : len(single) : len(single)]})
-			sends = append(sends, &items[len(items)-1])
+			bu.send(r, m)
 		case *protocol.SendBatchRequest:
-			if items == nil {
-				items = make([]sendItem, 0, len(in.Frames))
-			}
-			items = append(items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
-				msgs: m.Messages, batch: true})
-			sends = append(sends, &items[len(items)-1])
-		case *protocol.PullRequest:
-			b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
-		case *protocol.QueryMessageRequest:
-			b.sys.Root.Send(b.p.index, &queryMsg{request: r, req: m})
-		case *protocol.ViewMessageRequest:
-			b.viewMessage(r, m)
-		case *protocol.GetMaxOffsetRequest:
-			_, max := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: max})
-		case *protocol.GetMinOffsetRequest:
-			min, _ := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: min})
-		case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
-			b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
-		case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
-			b.sys.Root.Send(b.p.topics, &topicMsg{request: r, req: req})
-		case *protocol.UpdateBrokerRoleRequest:
-			b.sys.Root.Send(b.p.role, &roleMsg{request: r, req: m})
-		case *protocol.GetBrokerRuntimeInfoRequest:
-			b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
-		case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
-			b.sys.Root.Send(b.p.groups, &groupReq{request: r, req: req})
+			bu.batch(r, m)
 		case *protocol.ConsumerSendMsgBackRequest:
 			if it := b.sendBack(r, m); it != nil {
-				sends = append(sends, it)
+				bu.sends = append(bu.sends, it)
 			}
 		default:
-			b.respond(r, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("request %v not supported", f.Code), nil)
+			b.route(r, req)
 		}
 	}
-	if len(sends) > 0 {
-		b.sys.Root.Send(b.p.writer, &writeBatch{items: sends})
+	if len(bu.sends) > 0 {
+		b.sys.Root.Send(b.p.writer, &writeBatch{items: bu.sends})
+	}
+}
+
+// burst holds what the requests of one read burst need, allocated once
+// per burst instead of several times per request (a burst often holds
+// hundreds of sends).
+type burst struct {
+	reqs   []request
+	items  []sendItem // never grows past its capacity: pointers into it stay valid
+	single []protocol.Message
+	sends  []*sendItem
+}
+
+func newBurst(in *Inbound) *burst { return &burst{reqs: make([]request, len(in.Frames))} }
+
+func (bu *burst) send(r *request, m *protocol.SendRequest) {
+	if bu.items == nil {
+		bu.items = make([]sendItem, 0, len(bu.reqs))
+	}
+	if bu.single == nil {
+		bu.single = make([]protocol.Message, 0, len(bu.reqs))
+	}
+	bu.single = append(bu.single, m.Message())
+	n := len(bu.single)
+	bu.items = append(bu.items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
+		msgs: bu.single[n-1 : n : n]})
+	bu.sends = append(bu.sends, &bu.items[len(bu.items)-1])
+}
+
+func (bu *burst) batch(r *request, m *protocol.SendBatchRequest) {
+	if bu.items == nil {
+		bu.items = make([]sendItem, 0, len(bu.reqs))
+	}
+	bu.items = append(bu.items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
+		msgs: m.Messages, batch: true})
+	bu.sends = append(bu.sends, &bu.items[len(bu.items)-1])
+}
+
+// route hands every request but a send to the actor that owns what it
+// touches (or answers it from published state).
+func (b *Broker) route(r *request, req protocol.Request) {
+	switch m := req.(type) {
+	case *protocol.PullRequest:
+		b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
+	case *protocol.QueryMessageRequest:
+		b.sys.Root.Send(b.p.index, &queryMsg{request: r, req: m})
+	case *protocol.ViewMessageRequest:
+		b.viewMessage(r, m)
+	case *protocol.GetMaxOffsetRequest:
+		_, max := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
+		b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: max})
+	case *protocol.GetMinOffsetRequest:
+		min, _ := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
+		b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: min})
+	case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
+		b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
+	case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
+		b.sys.Root.Send(b.p.topics, &topicMsg{request: r, req: req})
+	case *protocol.UpdateBrokerRoleRequest:
+		b.sys.Root.Send(b.p.role, &roleMsg{request: r, req: m})
+	case *protocol.GetBrokerRuntimeInfoRequest:
+		b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
+	case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
+		b.sys.Root.Send(b.p.groups, &groupReq{request: r, req: req})
+	default:
+		b.respond(r, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("request %v not supported", r.code), nil)
 	}
 }
 

@@ -2,7 +2,8 @@ package actors
 
 import (
 	"fmt"
-	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -60,8 +61,8 @@ func validRole(cur roleState, req *protocol.UpdateBrokerRoleRequest) (roleState,
 		}
 		next.brokerID = 0
 	case RoleSlave:
-		if _, _, err := net.SplitHostPort(req.HAMasterAddress); err != nil {
-			return cur, fmt.Errorf("a SLAVE needs haMasterAddress host:port of its master's haListenPort: %v", err)
+		if !hostPort(req.HAMasterAddress) {
+			return cur, fmt.Errorf("a SLAVE needs haMasterAddress host:port of its master's haListenPort, not %q", req.HAMasterAddress)
 		}
 		next.master = req.HAMasterAddress
 		switch {
@@ -189,4 +190,14 @@ func (r *roleActor) request(ctx actor.Context, m *roleMsg) {
 
 func (r *roleActor) startScheduler(ctx actor.Context) {
 	r.p.scheduler = ctx.Spawn(r.scheduler)
+}
+
+// hostPort reports whether s is host:port with a port in 1..65535.
+func hostPort(s string) bool {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return false
+	}
+	p, err := strconv.Atoi(s[i+1:])
+	return err == nil && p > 0 && p < 65536
 }

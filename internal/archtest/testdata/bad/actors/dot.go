@@ -1,0 +1,5 @@
+package actors
+
+import . "time" // want seams: import . "time": a dot import hides clock reads
+
+var _ = Now

@@ -1,0 +1,5 @@
+package main
+
+import "github.com/wharfmq/wharf/cmd/wharf"
+
+func main() { go wharf.Main() }
