@@ -102,7 +102,9 @@ func (b *Broker) Start() error {
 	b.p.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
 	b.p.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
 	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
-	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
+	b.p.groups = spawn("groups", func() actor.Actor {
+		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps}
+	})
 	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
 	if b.isSlave() {
 		b.p.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
