@@ -22,9 +22,9 @@ func count(a map[protocol.QueueRef]string) map[string]int {
 	return c
 }
 
-// TestAllocateAverageIsStickyAndBalanced: shares differ by at most one, and
+// TestRebalanceAllocateAverageIsStickyAndBalanced: shares differ by at most one, and
 // a member joining or leaving moves only the queues that must move.
-func TestAllocateAverageIsStickyAndBalanced(t *testing.T) {
+func TestRebalanceAllocateAverageIsStickyAndBalanced(t *testing.T) {
 	queues := qs("t", 8)
 	a := allocate(protocol.AllocateAverage, queues, []string{"a", "b", "c"}, nil)
 	if c := count(a); c["a"] != 3 || c["b"] != 3 || c["c"] != 2 {
@@ -55,9 +55,9 @@ func TestAllocateAverageIsStickyAndBalanced(t *testing.T) {
 	}
 }
 
-// TestAllocateConsistentHash: every queue gets a member, the same one for
+// TestRebalanceAllocateConsistentHash: every queue gets a member, the same one for
 // the same membership, and a member leaving moves only its own queues.
-func TestAllocateConsistentHash(t *testing.T) {
+func TestRebalanceAllocateConsistentHash(t *testing.T) {
 	queues := qs("t", 32)
 	a := allocate(protocol.AllocateConsistentHash, queues, []string{"a", "b", "c"}, nil)
 	if len(a) != 32 {
@@ -81,7 +81,7 @@ func TestAllocateConsistentHash(t *testing.T) {
 	}
 }
 
-func TestAllocateEdges(t *testing.T) {
+func TestRebalanceAllocateEdges(t *testing.T) {
 	for _, s := range []string{protocol.AllocateAverage, protocol.AllocateConsistentHash} {
 		if a := allocate(s, qs("t", 4), nil, nil); len(a) != 0 {
 			t.Errorf("%s: %d queues allocated to no members", s, len(a))

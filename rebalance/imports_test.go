@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestImportsAreLeaf holds the package's place in DESIGN.md: the client
+// TestRebalanceImportsAreLeaf holds the package's place in DESIGN.md: the client
 // will import it, so it imports only the standard library and protocol.
-func TestImportsAreLeaf(t *testing.T) {
+func TestRebalanceImportsAreLeaf(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files (%v)", err)

@@ -36,7 +36,7 @@ import (
 //	summary                 the summary of the last input
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs in testdata")
 
-func TestScripts(t *testing.T) {
+func TestRebalanceScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts in testdata (%v)", err)
