@@ -102,7 +102,9 @@ func (b *Broker) Start() error {
 	})
 	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
 	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
-	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
+	b.p.groups = spawn("groups", func() actor.Actor {
+		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps}
+	})
 	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
 	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial}
 	start := b.startRole()

@@ -1,84 +1,275 @@
 package actors
 
 import (
+	"net/netip"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
-func qs(topic string, n int) []protocol.QueueRef {
-	out := make([]protocol.QueueRef, n)
-	for i := range out {
-		out[i] = protocol.QueueRef{Topic: topic, QueueID: int32(i)}
+// The coordinator's rules are tested in rebalance/; these tests drive the
+// shell through the real actors: routing, one heartbeat's answers joined
+// over its groups, notifications on the member's connection, the timer on
+// the Clock seam, descriptions completed by the offset manager.
+
+// manualClock is a Clock the test moves: timers fire when it passes them.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []manualTimer
+}
+
+type manualTimer struct {
+	at time.Time
+	f  func()
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timers = append(c.timers, manualTimer{at: c.now.Add(d), f: f})
+	return func() bool { return false } // the broker's group timers are never stopped
+}
+
+// advance moves the clock and runs the timers it passed (each only sends an
+// actor a message, so running them here orders those messages before
+// anything the test sends next).
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if t.at.After(c.now) {
+			keep = append(keep, t)
+		} else {
+			due = append(due, t.f)
+		}
+	}
+	c.timers = keep
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// memberConn is one member's connection: it records the notifications the
+// broker pushes.
+type memberConn struct {
+	*fakeConn
+	notes chan string
+}
+
+func newMemberConn() *memberConn {
+	return &memberConn{fakeConn: newConn(), notes: make(chan string, 64)}
+}
+
+func (c *memberConn) Send(req protocol.Request) {
+	if n, ok := req.(*protocol.NotifyConsumerIDsChangedRequest); ok {
+		c.notes <- n.Group
+	}
+}
+
+// notified waits for a notification of c's member for group. One
+// rebalance can notify a member more than once (a revocation, then the
+// changed assignment), so it then waits for the coordinator to finish the
+// input (a describe is answered after it) and drops the rest.
+func (h *harness) notified(c *memberConn, group string) {
+	h.t.Helper()
+	select {
+	case g := <-c.notes:
+		if g != group {
+			h.t.Fatalf("notified for group %q, want %q", g, group)
+		}
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("no notification for group %q", group)
+	}
+	h.describe(group)
+	for {
+		select {
+		case <-c.notes:
+		default:
+			return
+		}
+	}
+}
+
+// quiet checks that no notification is pending (call it after an answer
+// from the coordinator, which sends its notifications first).
+func (c *memberConn) quiet(t *testing.T) {
+	t.Helper()
+	select {
+	case g := <-c.notes:
+		t.Fatalf("unexpected notification for group %q", g)
+	default:
+	}
+}
+
+func startGroupBroker(t *testing.T, clock *manualClock, interval time.Duration) *harness {
+	t.Helper()
+	st, _, err := storage.Open(vfs.NewMem(), testStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	cfg.ConsumerHeartbeatInterval = interval
+	b := New(cfg, Env{Clock: clock}, st, protocol.DefaultLimits())
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop() })
+	h := &harness{t: t, b: b, conn: newConn(), store: st, gens: map[string]int64{}}
+	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
+	return h
+}
+
+// heartbeat sends client's heartbeat over c (echoing the generation it
+// last got for each group) and returns the answer.
+func (h *harness) heartbeat(c *memberConn, client string, infos ...protocol.ConsumerGroupInfo) protocol.HeartbeatResponse {
+	h.t.Helper()
+	for i := range infos {
+		infos[i].Generation = h.gens[client+"/"+infos[i].Group]
+	}
+	h.next++
+	buf, err := protocol.AppendRequest(nil, h.next, 0, &protocol.HeartbeatRequest{ClientID: client, ConsumerGroups: infos})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f, err := protocol.DecodeFrame(buf, protocol.DefaultLimits())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.b.Deliver(&Inbound{Conn: c, Frames: []*protocol.Frame{f}})
+	var r protocol.HeartbeatResponse
+	if err := protocol.DecodeResponse(c.await(h.t, h.next, 5*time.Second), protocol.DefaultLimits(), &r); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, a := range r.Assignments {
+		h.gens[client+"/"+a.Group] = a.Generation
+	}
+	return r
+}
+
+func (h *harness) describe(group string) protocol.ConsumerGroupDescription {
+	h.t.Helper()
+	var d protocol.ConsumerGroupDescription
+	h.ok(h.send(&protocol.DescribeConsumerGroupRequest{Group: group})[0], &d)
+	return d
+}
+
+func sub(group string, owned ...protocol.QueueRef) protocol.ConsumerGroupInfo {
+	return protocol.ConsumerGroupInfo{Group: group, Subscriptions: []protocol.Subscription{{Topic: "t", Expression: "*"}}, Owned: owned}
+}
+
+func refsOf(topic string, ids ...int32) []protocol.QueueRef {
+	out := make([]protocol.QueueRef, len(ids))
+	for i, id := range ids {
+		out[i] = protocol.QueueRef{Topic: topic, QueueID: id}
 	}
 	return out
 }
 
-func count(a map[protocol.QueueRef]string) map[string]int {
-	c := map[string]int{}
-	for _, m := range a {
-		c[m]++
+// TestGroupsRouteAndJoinAnswers: one heartbeat for two groups is answered
+// once, with both groups' assignments in group order; within the restart
+// grace a member keeps what it reports holding and gets nothing else; a
+// revocation notifies the old owner on its connection; describe and list
+// see the groups; unregistering removes the member.
+func TestGroupsRouteAndJoinAnswers(t *testing.T) {
+	clock := &manualClock{now: time.UnixMilli(1_000_000)}
+	h := startGroupBroker(t, clock, time.Hour) // the grace lasts the whole test
+	c1, c2 := newMemberConn(), newMemberConn()
+	held := append(refsOf(protocol.RetryTopic("g"), 0), refsOf("t", 0, 1, 2, 3)...)
+	r := h.heartbeat(c1, "c1", sub("h"), sub("g", held...), sub("g"))
+	if r.HeartbeatIntervalMillis != time.Hour.Milliseconds() || len(r.Assignments) != 2 {
+		t.Fatalf("heartbeat answer: %+v", r)
 	}
-	return c
+	g, hh := r.Assignments[0], r.Assignments[1]
+	if g.Group != "g" || hh.Group != "h" || len(g.Queues) != 5 || len(hh.Queues) != 0 {
+		t.Fatalf("assignments: %+v", r.Assignments)
+	}
+	if g.Generation != 1_000_000*1000+1 {
+		t.Fatalf("generation %d, want the start time in ms times 1000, plus one", g.Generation)
+	}
+	// c2 joins g: c1 must give up t:2,3 and is told so on its connection.
+	if r := h.heartbeat(c2, "c2", sub("g")); len(r.Assignments[0].Queues) != 0 {
+		t.Fatalf("c2 got %v while c1 holds everything", r.Assignments[0].Queues)
+	}
+	h.notified(c1, "g")
+	c2.quiet(t)
+	d := h.describe("g")
+	if len(d.Members) != 2 || len(d.Queues) != 5 || d.Queues[3].Pending != "c2" || d.Queues[0].CommittedOffset != -1 {
+		t.Fatalf("describe: %+v", d)
+	}
+	var l protocol.ConsumerGroupsResponse
+	h.ok(h.send(&protocol.GetConsumerGroupsRequest{})[0], &l)
+	if len(l.Groups) != 2 || l.Groups[0].Group != "g" || l.Groups[0].Members != 2 || l.Groups[1].Members != 1 {
+		t.Fatalf("list: %+v", l)
+	}
+	h.ok(h.send(&protocol.UnregisterClientRequest{ClientID: "c1"})[0], nil)
+	if d := h.describe("g"); len(d.Members) != 1 || d.Members[0].ClientID != "c2" {
+		t.Fatalf("after c1 left: %+v", d.Members)
+	}
+	h.describe("h")
+	// The coordinators told the router before they answered the describes.
+	h.ok(h.send(&protocol.GetConsumerGroupsRequest{})[0], &l)
+	if len(l.Groups) != 1 || l.Groups[0].Group != "g" {
+		t.Fatalf("list after c1 left every group: %+v", l)
+	}
+	if f := h.conn.await(t, h.send(&protocol.DescribeConsumerGroupRequest{Group: "nope"})[0], 5*time.Second); f.Status != protocol.StatusQueryNotFound {
+		t.Fatalf("describe of an unknown group: %v", f.Status)
+	}
 }
 
-// TestAllocateAverageIsStickyAndBalanced: shares differ by at most one, and
-// a member joining or leaving moves only the queues that must move.
-func TestAllocateAverageIsStickyAndBalanced(t *testing.T) {
-	queues := qs("t", 8)
-	a := allocate(protocol.AllocateAverage, queues, []string{"a", "b", "c"}, nil)
-	if c := count(a); c["a"] != 3 || c["b"] != 3 || c["c"] != 2 {
-		t.Fatalf("shares %v", c)
+// TestGroupTimerGrantsAndExpires: the coordinator's timer runs on the Clock
+// seam: the tick after the restart grace grants what nobody held, and the
+// tick after three silent intervals removes a member and hands its queues
+// over.
+func TestGroupTimerGrantsAndExpires(t *testing.T) {
+	const iv = time.Second
+	clock := &manualClock{now: time.UnixMilli(1_000_000)}
+	h := startGroupBroker(t, clock, iv)
+	c1, c2 := newMemberConn(), newMemberConn()
+	if r := h.heartbeat(c1, "c1", sub("g")); len(r.Assignments[0].Queues) != 0 {
+		t.Fatalf("granted %v within the restart grace", r.Assignments[0].Queues)
 	}
-	b := allocate(protocol.AllocateAverage, queues, []string{"a", "b"}, a) // c left
-	moved := 0
-	for q, m := range b {
-		if a[q] != m {
-			moved++
-		}
+	clock.advance(2 * iv) // the tick armed at 1 s runs at 2 s: the grace is over
+	h.notified(c1, "g")
+	a1 := h.heartbeat(c1, "c1", sub("g")).Assignments[0].Queues
+	if n := len(onlyTopic(a1, "t")); n != 4 {
+		t.Fatalf("c1 got %d of 4 queues after the grace", n)
 	}
-	if c := count(b); c["a"] != 4 || c["b"] != 4 || moved != 2 {
-		t.Fatalf("after c left: shares %v, %d queues moved (want only c's 2)", c, moved)
+	h.heartbeat(c2, "c2", sub("g"))
+	h.notified(c1, "g")
+	a1 = h.heartbeat(c1, "c1", sub("g", a1...)).Assignments[0].Queues // learns it keeps two
+	h.heartbeat(c1, "c1", sub("g", a1...))                            // released the others
+	h.notified(c2, "g")
+	if a2 := h.heartbeat(c2, "c2", sub("g")).Assignments[0].Queues; len(onlyTopic(a2, "t")) != 2 {
+		t.Fatalf("c2 got %v after c1 released", a2)
 	}
-	d := allocate(protocol.AllocateAverage, queues, []string{"a", "b", "d"}, b) // d joined
-	moved = 0
-	for q, m := range d {
-		if b[q] != m {
-			moved++
-			if m != "d" {
-				t.Fatalf("queue %v moved to %s, not to the new member", q, m)
-			}
-		}
+	// c2 falls silent; c1 keeps heartbeating.
+	clock.advance(2 * iv)
+	h.heartbeat(c1, "c1", sub("g", a1...))
+	c1.quiet(t)
+	clock.advance(1500 * time.Millisecond) // c2 silent for 3.5 intervals at the next tick
+	h.notified(c1, "g")
+	if d := h.describe("g"); len(d.Members) != 1 || d.Members[0].ClientID != "c1" {
+		t.Fatalf("after c2 timed out: %+v", d.Members)
 	}
-	if c := count(d); moved != 2 || c["d"] != 2 {
-		t.Fatalf("after d joined: shares %v, %d moved", c, moved)
+	if a := h.heartbeat(c1, "c1", sub("g", a1...)).Assignments[0].Queues; len(onlyTopic(a, "t")) != 4 {
+		t.Fatalf("c1 has %v after c2 timed out", a)
 	}
-	h := allocate(protocol.AllocateConsistentHash, queues, []string{"a", "b", "c"}, nil)
-	if len(h) != 8 {
-		t.Fatalf("consistent hash assigned %d of 8", len(h))
-	}
-}
-
-func (h *harness) heartbeat(client string, owned []protocol.QueueRef, mut func(*protocol.ConsumerGroupInfo)) protocol.GroupAssignment {
-	h.t.Helper()
-	if h.gens == nil {
-		h.gens = map[string]int64{}
-	}
-	info := protocol.ConsumerGroupInfo{Group: "g", Subscriptions: []protocol.Subscription{{Topic: "t", Expression: "*"}}, Owned: owned,
-		Generation: h.gens[client]}
-	if mut != nil {
-		mut(&info)
-	}
-	var r protocol.HeartbeatResponse
-	h.ok(h.send(&protocol.HeartbeatRequest{ClientID: client, ConsumerGroups: []protocol.ConsumerGroupInfo{info}})[0], &r)
-	if len(r.Assignments) != 1 {
-		h.t.Fatalf("heartbeat of %s: %d assignments", client, len(r.Assignments))
-	}
-	h.gens[client] = r.Assignments[0].Generation
-	return r.Assignments[0]
 }
 
 func onlyTopic(a []protocol.QueueRef, topic string) []protocol.QueueRef {
@@ -89,74 +280,6 @@ func onlyTopic(a []protocol.QueueRef, topic string) []protocol.QueueRef {
 		}
 	}
 	return out
-}
-
-// TestCoordinatorHandoff: a queue reaches its new owner only after the old
-// owner stops reporting it.
-func TestCoordinatorHandoff(t *testing.T) {
-	h := startBroker(t, vfs.NewMem(), func(c *Config) { c.ConsumerHeartbeatInterval = 100 * time.Millisecond })
-	time.Sleep(250 * time.Millisecond) // past the restart grace: owners from before a restart time out
-	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
-	a1 := h.heartbeat("c1", nil, nil)
-	if n := len(onlyTopic(a1.Queues, "t")); n != 4 {
-		t.Fatalf("sole member got %d of 4 queues", n)
-	}
-	owned1 := a1.Queues
-	h.heartbeat("c1", owned1, nil) // c1 now consumes them
-	a2 := h.heartbeat("c2", nil, nil)
-	if n := len(onlyTopic(a2.Queues, "t")); n != 0 {
-		t.Fatalf("new member got %d queues while c1 still holds them", n)
-	}
-	a1 = h.heartbeat("c1", owned1, nil) // c1 learns it must give up two
-	if n := len(onlyTopic(a1.Queues, "t")); n != 2 {
-		t.Fatalf("c1 keeps %d queues, want 2", n)
-	}
-	a2 = h.heartbeat("c2", nil, nil)
-	if n := len(onlyTopic(a2.Queues, "t")); n != 0 {
-		t.Fatalf("c2 got %d queues before c1 released them", n)
-	}
-	a1 = h.heartbeat("c1", a1.Queues, nil) // released
-	a2 = h.heartbeat("c2", nil, nil)
-	if n := len(onlyTopic(a2.Queues, "t")); n != 2 {
-		t.Fatalf("c2 got %d queues after the release, want 2", n)
-	}
-	for _, q := range onlyTopic(a1.Queues, "t") {
-		for _, p := range a2.Queues {
-			if p == q {
-				t.Fatalf("queue %v assigned to both", q)
-			}
-		}
-	}
-	// c2 leaves: c1 gets everything back at once.
-	h.ok(h.send(&protocol.UnregisterClientRequest{ClientID: "c2", Group: "g"})[0], nil)
-	time.Sleep(10 * time.Millisecond)
-	a1 = h.heartbeat("c1", a1.Queues, nil)
-	if n := len(onlyTopic(a1.Queues, "t")); n != 4 {
-		t.Fatalf("after c2 left c1 has %d queues", n)
-	}
-	var d protocol.ConsumerGroupDescription
-	h.ok(h.send(&protocol.DescribeConsumerGroupRequest{Group: "g"})[0], &d)
-	if len(d.Members) != 1 || len(d.Queues) != 5 { // 4 + the retry queue
-		t.Fatalf("describe: %+v", d)
-	}
-	var l protocol.ConsumerGroupsResponse
-	h.ok(h.send(&protocol.GetConsumerGroupsRequest{})[0], &l)
-	if len(l.Groups) != 1 || l.Groups[0].Members != 1 {
-		t.Fatalf("list: %+v", l)
-	}
-}
-
-func TestBroadcastingAssignsEverything(t *testing.T) {
-	h := startBroker(t, vfs.NewMem(), func(c *Config) { c.ConsumerHeartbeatInterval = 100 * time.Millisecond })
-	time.Sleep(250 * time.Millisecond)
-	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
-	bc := func(i *protocol.ConsumerGroupInfo) { i.MessageModel = protocol.Broadcasting }
-	h.heartbeat("c1", nil, bc)
-	a2 := h.heartbeat("c2", nil, bc)
-	a1 := h.heartbeat("c1", nil, bc)
-	if len(onlyTopic(a1.Queues, "t")) != 4 || len(onlyTopic(a2.Queues, "t")) != 4 {
-		t.Fatalf("broadcast: %v / %v", a1.Queues, a2.Queues)
-	}
 }
 
 func pullAll(h *harness, topic string, q int32, from int64) []protocol.MessageExt {

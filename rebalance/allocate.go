@@ -1,4 +1,4 @@
-package actors
+package rebalance
 
 import (
 	"crypto/md5"

@@ -1,0 +1,35 @@
+// Package rebalance is the consumer-group protocol as plain state machines,
+// with time as an input: no goroutines, no clock reads, no I/O.
+//
+// A Coordinator is one group's side on the broker. Members join and stay
+// with heartbeats (Heartbeat), leave (Leave) or fall silent (Tick removes a
+// member silent for three heartbeat intervals). After every input the
+// coordinator recomputes which member should consume each queue of the
+// subscribed topics (and of the group's retry topic) with the group's
+// allocation strategy, and returns a Ready: the assignment that answers the
+// heartbeat, the members to notify (NOTIFY_CONSUMER_IDS_CHANGED), when to
+// call Tick next, the group's summary, and the membership and owner changes
+// for the log. The caller runs those outputs; the coordinator never does.
+//
+// The contract the coordinator keeps, in clustering mode:
+//   - A queue moves in two steps. It leaves its old owner's assignment
+//     first and reaches the new owner only once the old owner's heartbeat
+//     echoes the revoking generation and no longer reports holding it, or
+//     the old owner left or timed out. No two members are granted one queue
+//     at once.
+//   - Generations grow with every change of any assignment or revocation;
+//     they start at the creation time in milliseconds times 1000, so a
+//     coordinator created after a restart never reuses a generation members
+//     echo from before it.
+//   - For two heartbeat intervals after the broker booted (the members'
+//     lease) the coordinator grants no queue nobody reports holding: it only
+//     learns owners from the members' reports, since owners from before a
+//     restart may still be consuming.
+//   - Allocation is sticky: a queue's target owner changes only when it
+//     must (the owner left, or holds more than its share).
+//
+// In broadcasting mode every subscriber is assigned every queue at once.
+//
+// This package imports only the standard library and protocol, so the
+// broker, the client and the simulator can all use it.
+package rebalance
