@@ -125,7 +125,7 @@ func startGroupBroker(t *testing.T, clock *manualClock, interval time.Duration) 
 	cfg := DefaultConfig()
 	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
 	cfg.ConsumerHeartbeatInterval = interval
-	b := New(cfg, Env{Clock: clock}, st, protocol.DefaultLimits())
+	b := New(cfg, Env{Clock: clock, RunIO: func(fn func()) { go fn() }}, st, protocol.DefaultLimits())
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
