@@ -231,3 +231,46 @@ func TestNewRejectsMissingHooks(t *testing.T) {
 	}
 	New(good)
 }
+
+// parent spawns one flaky child on start and reports its PID.
+type parent struct {
+	child    *actor.Props
+	childPID chan<- *actor.PID
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		p.childPID <- ctx.Spawn(p.child)
+	}
+}
+
+// TestAsSupervisorOfChildren: the same strategy given to a parent
+// (actor.WithSupervisor), as for the actors other actors spawn, restarts a
+// child within the budget and escalates beyond it; the parent lives on.
+func TestAsSupervisorOfChildren(t *testing.T) {
+	h := &harness{t: t, clock: &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)},
+		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.DiscardHandler)
+		})),
+		started: make(chan struct{}, 16), stopped: make(chan struct{}, 16), fatals: make(chan fatalCall, 16)}
+	t.Cleanup(func() { h.system.Shutdown() })
+	strategy := New(Config{Clock: h.clock, MaxRestarts: 1, Window: time.Minute,
+		Fatal: func(child *actor.PID, reason any) { h.fatals <- fatalCall{child, reason} }})
+	childPID := make(chan *actor.PID, 1)
+	child := actor.PropsFromProducer(func() actor.Actor { return &flaky{started: h.started, stopped: h.stopped} })
+	parentPID := h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &parent{child: child, childPID: childPID}
+	}, actor.WithSupervisor(strategy)))
+	select {
+	case h.pid = <-childPID:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the child's PID")
+	}
+	h.wait(h.started, "the child's first start")
+	h.restarted("once")
+	h.fatal("twice")
+	h.quiet()
+	if _, err := h.system.Root.StopFuture(parentPID).Result(); err != nil {
+		t.Fatalf("the parent did not live on: %v", err)
+	}
+}
