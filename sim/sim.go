@@ -678,41 +678,12 @@ func sortedSent(m map[string]*sentMsg) []string {
 	return keys
 }
 
-// checkStructure walks a quiescent store: every record valid (both CRCs),
-// per queue offsets contiguous with no duplicate, every ConsumeQueue entry
-// pointing at a valid record of its topic and queue.
+// checkStructure checks a store at rest (just opened, recovery done) with
+// the storage package's checker: every record intact, queue offsets
+// contiguous, ConsumeQueues, index and checkpoint consistent with the log.
 func checkStructure(w *World, st *storage.Store) {
-	cl := st.CommitLog()
-	next := map[storage.QueueKey]int64{}
-	_, err := st.ForEachRecord(cl.MinOffset(), cl.MaxOffset(), true, func(off int64, r *storage.Record) error {
-		k := storage.QueueKey{Topic: string(r.Topic), QueueID: r.QueueID}
-		if r.QueueOffset != next[k] {
-			return fmt.Errorf("record at %d: queue %s offset %d, want %d", off, k, r.QueueOffset, next[k])
-		}
-		next[k]++
-		return nil
-	})
-	if err != nil {
-		w.Violationf("log invalid: %v", err)
-		return
-	}
-	for _, k := range st.Queues() {
-		min, max := st.ConsumeQueueBounds(k)
-		if max > next[k] {
-			w.Violationf("queue %s: consume queue holds %d entries, the log %d records", k, max, next[k])
-		}
-		for qo := min; qo < max; qo++ {
-			e, err := st.QueueEntry(k, qo)
-			if err != nil {
-				w.Violationf("queue %s offset %d: %v", k, qo, err)
-				return
-			}
-			r, err := cl.ReadRecord(e.Offset, e.Size, true)
-			if err != nil || string(r.Topic) != k.Topic || r.QueueID != k.QueueID || r.QueueOffset != qo {
-				w.Violationf("queue %s offset %d points at log offset %d: not a record of this queue (%v)", k, qo, e.Offset, err)
-				return
-			}
-		}
+	if err := storage.Check(st); err != nil {
+		w.Violationf("store structure: %v", err)
 	}
 }
 
