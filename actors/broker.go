@@ -12,6 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wharfmq/wharf/actors/supervise"
+
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
@@ -39,6 +41,7 @@ type Broker struct {
 	v      *views
 	stats  *stats
 
+	strategy actor.SupervisorStrategy
 	bootTime time.Time
 	stopOnce sync.Once
 }
@@ -81,10 +84,19 @@ func (b *Broker) Start() error {
 		b.k.faults = *b.env.Faults
 	}
 	b.bootTime = b.env.Clock.Now()
-	// Restart a panicking actor; 10 restarts in total (no wall-clock window,
-	// so the simulator stays deterministic), then stop it.
-	strategy := actor.NewOneForOneStrategy(10, 0, actor.DefaultDecider)
-	b.props = []actor.PropsOption{actor.WithGuardian(strategy)}
+	// Restart a panicking actor, at most 10 times a minute on the Clock
+	// seam; beyond that, or at a broken invariant, the broker cannot go on
+	// and says so (Env.Fatal), instead of running without the actor.
+	fatal := b.env.Fatal
+	if fatal == nil {
+		fatal = func(err error) { b.log.Error("broker actor failed for good", "err", err) }
+	}
+	strategy := supervise.New(supervise.Config{Clock: b.env.Clock, MaxRestarts: 10, Window: time.Minute,
+		Fatal: func(child *actor.PID, reason any) {
+			fatal(fmt.Errorf("actor %s keeps failing or broke an invariant: %v", child.Id, reason))
+		}})
+	b.strategy = strategy
+	b.props = []actor.PropsOption{actor.WithGuardian(strategy), actor.WithSupervisor(strategy)}
 	if b.env.Dispatcher != nil {
 		b.props = append(b.props, actor.WithDispatcher(b.env.Dispatcher))
 	}
@@ -135,7 +147,7 @@ func (b *Broker) isSlave() bool { return b.v.currentRole().slave() }
 
 // childProps are the props of actors spawned by other actors.
 func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
-	var opts []actor.PropsOption
+	opts := []actor.PropsOption{actor.WithSupervisor(b.strategy)}
 	if b.env.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(b.env.Dispatcher))
 	}

@@ -34,6 +34,11 @@ type Env struct {
 	Logger *slog.Logger
 	// Faults plants bugs for the simulator's self-test; nil in production.
 	Faults *Faults
+	// Fatal is called when an actor keeps panicking (more than its restart
+	// budget) or broke an invariant: the broker cannot be trusted to go on.
+	// Production logs and exits non-zero; the simulator fails the seed.
+	// nil logs only.
+	Fatal func(err error)
 }
 
 // FlushDiskType is SYNC_FLUSH or ASYNC_FLUSH.

@@ -129,6 +129,7 @@ func (n *Node) start() error {
 		},
 		Logger: n.logger(),
 		Faults: &n.faults,
+		Fatal:  func(err error) { n.w.Violationf("%s: %v", n.name, err) },
 	}
 	if n.dial != nil {
 		dial := n.dial

@@ -158,6 +158,13 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		// Blocking storage work (fsync, segment creation, page warming)
 		// runs on its own goroutine and reports back with a message.
 		RunIO: func(fn func()) { go fn() },
+		// An actor that keeps failing, or a broken invariant: stop now,
+		// loudly, rather than serve without it. The abort file stays, so
+		// the next start recovers.
+		Fatal: func(err error) {
+			log.Error("fatal: the broker stops", "err", err)
+			os.Exit(1)
+		},
 		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
 			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
 		}}
