@@ -101,9 +101,12 @@ func (b *Broker) Start() error {
 	}
 	b.p.topics = spawn("topics", func() actor.Actor { return &topicManager{b: b} })
 	b.p.offsets = spawn("offsets", func() actor.Actor { return &offsetManager{b: b} })
-	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
+	b.p.index = spawn("index", func() actor.Actor { return newIndexActor(b.k, b.store, b.cfg.MaxPullBytes) })
 	b.p.groups = spawn("groups", func() actor.Actor { return &groupRouter{b: b} })
-	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
+	b.p.reput = spawn("reput", func() actor.Actor {
+		return &reputActor{k: b.k, store: b.store, p: b.p, syncFlush: b.cfg.FlushDiskType == SyncFlush,
+			interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}
+	})
 	if b.isSlave() {
 		b.p.haClient = spawn("haclient", func() actor.Actor { return &haClient{b: b} })
 	} else {
@@ -127,6 +130,12 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 		opts = append(opts, actor.WithDispatcher(b.env.Dispatcher))
 	}
 	return actor.PropsFromProducer(producer, opts...)
+}
+
+// queueProps are the props of queue k's DispatchActor.
+func (b *Broker) queueProps(k storage.QueueKey) *actor.Props {
+	cfg := b.pullConfig()
+	return b.childProps(func() actor.Actor { return newDispatchActor(b.k, b.store, b.p, b.v, k, cfg, &b.msgGetTotal) })
 }
 
 // Stop drains the actors in dependency order (writes first, then flush,
@@ -217,17 +226,15 @@ func (b *Broker) Deliver(in *Inbound) {
 				msgs: m.Messages, batch: true})
 			sends = append(sends, &items[len(items)-1])
 		case *protocol.PullRequest:
-			b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
+			b.routePull(r, m)
 		case *protocol.QueryMessageRequest:
 			b.sys.Root.Send(b.p.index, &queryMsg{request: r, req: m})
 		case *protocol.ViewMessageRequest:
 			b.viewMessage(r, m)
 		case *protocol.GetMaxOffsetRequest:
-			_, max := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: max})
+			b.queueOffset(r, m.Topic, m.QueueID, true)
 		case *protocol.GetMinOffsetRequest:
-			min, _ := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-			b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: min})
+			b.queueOffset(r, m.Topic, m.QueueID, false)
 		case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
 			b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 		case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
