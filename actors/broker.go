@@ -113,11 +113,14 @@ func (b *Broker) Start() error {
 		return newTopicManager(b.k, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
 	})
 	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
-	b.p.index = spawn("index", func() actor.Actor { return &indexActor{b: b, flushed: -1} })
+	b.p.index = spawn("index", func() actor.Actor { return newIndexActor(b.k, b.store, b.cfg.MaxPullBytes) })
 	b.p.groups = spawn("groups", func() actor.Actor {
 		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps}
 	})
-	b.p.reput = spawn("reput", func() actor.Actor { return &reputActor{b: b} })
+	b.p.reput = spawn("reput", func() actor.Actor {
+		return &reputActor{k: b.k, store: b.store, p: b.p, syncFlush: b.cfg.FlushDiskType == SyncFlush,
+			interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}
+	})
 	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial}
 	start := b.startRole()
 	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, start) })
@@ -152,6 +155,12 @@ func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
 		opts = append(opts, actor.WithDispatcher(b.env.Dispatcher))
 	}
 	return actor.PropsFromProducer(producer, opts...)
+}
+
+// queueProps are the props of queue k's DispatchActor.
+func (b *Broker) queueProps(k storage.QueueKey) *actor.Props {
+	cfg := b.pullConfig()
+	return b.childProps(func() actor.Actor { return newDispatchActor(b.k, b.store, b.p, b.v, k, cfg, &b.stats.msgGetTotal) })
 }
 
 // Stop drains the actors in dependency order (writes first, then flush,
@@ -277,17 +286,15 @@ func (bu *burst) batch(r *request, m *protocol.SendBatchRequest) {
 func (b *Broker) route(r *request, req protocol.Request) {
 	switch m := req.(type) {
 	case *protocol.PullRequest:
-		b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
+		b.routePull(r, m)
 	case *protocol.QueryMessageRequest:
 		b.sys.Root.Send(b.p.index, &queryMsg{request: r, req: m})
 	case *protocol.ViewMessageRequest:
 		b.viewMessage(r, m)
 	case *protocol.GetMaxOffsetRequest:
-		_, max := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-		b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: max})
+		b.queueOffset(r, m.Topic, m.QueueID, true)
 	case *protocol.GetMinOffsetRequest:
-		min, _ := b.v.queueBounds(storage.QueueKey{Topic: m.Topic, QueueID: m.QueueID})
-		b.respond(r, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: min})
+		b.queueOffset(r, m.Topic, m.QueueID, false)
 	case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
 		b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 	case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:

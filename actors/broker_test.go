@@ -251,6 +251,9 @@ func TestSendPullQuery(t *testing.T) {
 
 func TestLongPoll(t *testing.T) {
 	h := startBroker(t, vfs.NewMem(), nil)
+	// A pull of a topic that does not exist is answered at once (see
+	// TestReadChecks): long polling needs the topic.
+	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}})[0], nil)
 	start := time.Now()
 	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 300})[0]
 	f := h.conn.await(t, op, 3*time.Second)

@@ -69,7 +69,7 @@ type Config struct {
 	ShortPollingTime               time.Duration // hold time when long polling is off
 	MaxPullSuspend                 time.Duration // cap on a pull's suspend time
 	MaxPullBatch                   int           // cap on messages per pull
-	MaxPullBytes                   int           // cap on body bytes per pull
+	MaxPullBytes                   int           // cap on record bytes per pull (and query): the answer frame's budget
 
 	// Replication.
 	HAMasterAddress               string        // a slave's master (host:haListenPort)

@@ -142,14 +142,14 @@ func (s *scheduler) restore(ctx actor.Context, r delay.Restore) {
 // scheduleScan answers a scheduleScan for this DispatchActor's queue.
 func (d *dispatchActor) scheduleScan(ctx actor.Context, m *scheduleScan) {
 	resp := &scheduleEntries{queue: m.queue, from: m.from}
-	q, err := d.b.store.ConsumeQueue(d.key, false)
+	q, err := d.store.ConsumeQueue(d.key, false)
 	if err == nil && q != nil {
 		resp.min = q.MinOffset()
 		from := max(m.from, q.MinOffset())
 		resp.from = from
 		resp.entries, err = q.Read(from, m.max, nil)
 		if err != nil {
-			d.b.log.Error("schedule queue read failed", "queue", d.key.String(), "err", fmt.Sprint(err))
+			d.k.log.Error("schedule queue read failed", "queue", d.key.String(), "err", fmt.Sprint(err))
 		}
 	}
 	ctx.Respond(resp)

@@ -67,6 +67,10 @@ func newConn(s *Server, gc gnet.Conn) *conn {
 // Parked counts requests the broker parked as long polls (see Write).
 func (c *conn) Parked(delta int) { c.parked.Add(int64(delta)) }
 
+// waiting reports whether the peer waits for an answer: a request
+// delivered and not answered yet, parked as a long poll or not.
+func (c *conn) waiting() bool { return c.inflight.Load() > 0 || c.parked.Load() > 0 }
+
 func (c *conn) ID() uint64         { return c.id }
 func (c *conn) RemoteAddr() string { return c.remote }
 

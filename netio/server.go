@@ -49,7 +49,8 @@ type Options struct {
 	// not answered yet; a client above it is disconnected. 0 means 65536.
 	MaxInflightRequests int
 	// IdleTimeout closes a connection with no traffic in either direction
-	// for that long. 0 disables it. (The broker passes
+	// for that long and no request waiting for its answer (a held long
+	// poll keeps its connection open). 0 disables it. (The broker passes
 	// serverChannelMaxIdleTimeSeconds, 120 s by default.)
 	IdleTimeout time.Duration
 	// Codec encodes the actors' typed answers; nil means WharfCodec.
@@ -441,8 +442,11 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// OnTick closes idle connections. It runs on its own goroutine, so it uses
-// only what is safe off the loops: atomics and Close.
+// OnTick closes idle connections: no traffic either way for IdleTimeout,
+// and no request waiting for its answer. A held long poll is no traffic,
+// but its peer is waiting, and closing would lose the answer. It runs on
+// its own goroutine, so it uses only what is safe off the loops: atomics
+// and Close.
 func (e *engineHandler) OnTick() (time.Duration, gnet.Action) {
 	s := e.s
 	idle := s.opt.IdleTimeout
@@ -454,7 +458,7 @@ func (e *engineHandler) OnTick() (time.Duration, gnet.Action) {
 	var victims []*conn
 	s.connsMu.Lock()
 	for _, c := range s.conns {
-		if c.lastActive.Load() < cutoff {
+		if c.lastActive.Load() < cutoff && !c.waiting() {
 			victims = append(victims, c)
 		}
 	}

@@ -598,6 +598,54 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutSparesWaitingPeers: a connection whose only traffic is a
+// held long poll, or a request not answered yet, is not idle: closing it
+// would lose the answer. Once answered, it is idle again.
+func TestIdleTimeoutSparesWaitingPeers(t *testing.T) {
+	h := newEchoHandler()
+	s := startServer(t, h, Options{IdleTimeout: 200 * time.Millisecond})
+	for _, tc := range []struct {
+		name   string
+		parked bool
+		opaque uint32 // distinct: connID finds a connection by it
+	}{{"parked long poll", true, 77}, {"unanswered request", false, 78}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, s)
+			opaque := tc.opaque
+			if _, err := c.Write(request(parkCode, opaque, nil)); err != nil {
+				t.Fatal(err)
+			}
+			id := connID(t, h, opaque)
+			h.mu.Lock()
+			sc := h.conns[id]
+			h.mu.Unlock()
+			if !tc.parked {
+				sc.(interface{ Parked(int) }).Parked(-1) // held, but not as a long poll
+			}
+			// Many idle periods pass with the peer waiting.
+			if f, err := readFrame(c, time.Second); err == nil {
+				t.Fatalf("unexpected frame %+v", f)
+			} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				t.Fatalf("the waiting connection was closed: %v", err)
+			}
+			closedBefore := s.Stats().ClosedIdle
+			if tc.parked {
+				sc.(interface{ Parked(int) }).Parked(-1) // taken out, as the broker does before answering
+			}
+			sc.Reply(actors.Response{Code: parkCode, Opaque: opaque, Status: protocol.StatusPullNotFound})
+			f, err := readFrame(c, 3*time.Second)
+			if err != nil || f.Opaque != opaque || f.Status != protocol.StatusPullNotFound {
+				t.Fatalf("the held answer: %+v, %v", f, err)
+			}
+			// Answered: now it is idle.
+			expectClosed(t, c)
+			if st := s.Stats(); st.ClosedIdle != closedBefore+1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
 func TestStopClosesConnections(t *testing.T) {
 	base := runtime.NumGoroutine()
 	h := newEchoHandler()

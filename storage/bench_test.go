@@ -106,7 +106,7 @@ func BenchmarkReadQueue(b *testing.B) {
 	start, read := time.Now(), 0
 	for i := 0; i < b.N; i++ {
 		for off := int64(0); off < total; {
-			res, err := s.GetMessages(k, off, 32, 0, nil)
+			res, err := s.GetMessages(k, off, GetLimits{Msgs: 32}, nil)
 			if err != nil || res.Status != GetFound {
 				b.Fatalf("get at %d: %v %v", off, res.Status, err)
 			}

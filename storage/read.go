@@ -46,11 +46,23 @@ type GetResult struct {
 	LastPhyOffset int64
 }
 
-// GetMessages reads up to max messages (and about maxBytes) of queue k from
-// queue offset from, keeping those whose tags code passes filter (nil keeps
-// all). It is called by the owner of the queue's dispatch; records are not
-// copied.
-func (s *Store) GetMessages(k QueueKey, from int64, max, maxBytes int, filter func(tagsCode int64) bool) (GetResult, error) {
+// GetLimits bound one GetMessages read. The first message found is
+// returned whatever its size, so that a consumer always progresses; every
+// later one only if it keeps the read within all three limits.
+type GetLimits struct {
+	Msgs int // messages; <= 0: 32
+	// BodyBytes caps the payload bytes (the bodies alone), what a
+	// consumer's maxMsgBytes asks for; <= 0: no cap.
+	BodyBytes int
+	// RecordBytes caps the whole stored records, which is about what the
+	// answer's frame carries (the broker's own limit); <= 0: 16 MiB.
+	RecordBytes int
+}
+
+// GetMessages reads messages of queue k from queue offset from, within lim,
+// keeping those whose tags code passes filter (nil keeps all). It is called
+// by the owner of the queue's dispatch; records are not copied.
+func (s *Store) GetMessages(k QueueKey, from int64, lim GetLimits, filter func(tagsCode int64) bool) (GetResult, error) {
 	res := GetResult{MaxPhyOffset: s.cl.MaxOffset(), NextBeginOffset: from}
 	q, err := s.ConsumeQueue(k, false)
 	if err != nil {
@@ -75,48 +87,15 @@ func (s *Store) GetMessages(k QueueKey, from int64, max, maxBytes int, filter fu
 		res.Status, res.NextBeginOffset = GetOffsetOverflowBadly, res.MaxOffset
 		return res, nil
 	}
-	if max <= 0 {
-		max = 32
+	if lim.Msgs <= 0 {
+		lim.Msgs = 32
 	}
-	if maxBytes <= 0 {
-		maxBytes = 16 << 20
+	if lim.RecordBytes <= 0 {
+		lim.RecordBytes = 16 << 20
 	}
-	var entries [64]cq.Entry
-	next, bytes := from, 0
-	minPhy := s.cl.MinOffset()
-	for len(res.Records) < max && bytes < maxBytes && next < res.MaxOffset {
-		batch, err := q.Read(next, min(len(entries), max-len(res.Records)+16), entries[:0])
-		if err != nil {
-			if errors.Is(err, cq.ErrOffsetTooSmall) {
-				res.Status, res.NextBeginOffset = GetOffsetTooSmall, q.MinOffset()
-				return res, nil
-			}
-			return res, fmt.Errorf("storage: read consume queue %s at %d: %w", k, next, err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for _, e := range batch {
-			if len(res.Records) >= max || bytes >= maxBytes {
-				break
-			}
-			qo := next
-			next++
-			if !e.Valid() || e.Offset < minPhy { // a gap filler, or deleted from the log
-				continue
-			}
-			res.LastPhyOffset = e.Offset
-			if filter != nil && !filter(e.TagsCode) {
-				continue
-			}
-			b, err := s.cl.Read(e.Offset, int(e.Size))
-			if err != nil {
-				return res, fmt.Errorf("storage: queue %s offset %d: %w", k, qo, err)
-			}
-			res.Records = append(res.Records, b)
-			res.QueueOffsets = append(res.QueueOffsets, qo)
-			bytes += len(b)
-		}
+	next, err := s.readEntries(q, k, from, lim, filter, &res)
+	if err != nil || res.Status == GetOffsetTooSmall {
+		return res, err
 	}
 	res.NextBeginOffset = next
 	if len(res.Records) > 0 {
@@ -125,6 +104,73 @@ func (s *Store) GetMessages(k QueueKey, from int64, max, maxBytes int, filter fu
 		res.Status = GetNoMatchedMessage
 	}
 	return res, nil
+}
+
+// readEntries appends to res the records of q's entries from queue offset
+// from on, within lim, and returns the queue offset after the last entry
+// scanned. An entry whose record would break a limit is not scanned: the
+// next read starts with it.
+func (s *Store) readEntries(q *cq.Queue, k QueueKey, from int64, lim GetLimits, filter func(int64) bool, res *GetResult) (int64, error) {
+	var entries [64]cq.Entry
+	next, bytes, body := from, 0, 0
+	minPhy := s.cl.MinOffset()
+	for len(res.Records) < lim.Msgs && next < res.MaxOffset {
+		batch, err := q.Read(next, min(len(entries), lim.Msgs-len(res.Records)+16), entries[:0])
+		if err != nil {
+			if errors.Is(err, cq.ErrOffsetTooSmall) {
+				res.Status, res.NextBeginOffset = GetOffsetTooSmall, q.MinOffset()
+				return next, nil
+			}
+			return next, fmt.Errorf("storage: read consume queue %s at %d: %w", k, next, err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, e := range batch {
+			if len(res.Records) >= lim.Msgs {
+				break
+			}
+			qo := next
+			if !e.Valid() || e.Offset < minPhy { // a gap filler, or deleted from the log
+				next++
+				continue
+			}
+			if filter != nil && !filter(e.TagsCode) {
+				res.LastPhyOffset = e.Offset
+				next++
+				continue
+			}
+			b, err := s.cl.Read(e.Offset, int(e.Size))
+			if err != nil {
+				return next, fmt.Errorf("storage: queue %s offset %d: %w", k, qo, err)
+			}
+			n := 0
+			if lim.BodyBytes > 0 {
+				if n, err = bodyLen(b); err != nil {
+					return next, fmt.Errorf("storage: queue %s offset %d: %w", k, qo, err)
+				}
+			}
+			if len(res.Records) > 0 && (bytes+len(b) > lim.RecordBytes || (lim.BodyBytes > 0 && body+n > lim.BodyBytes)) {
+				return next, nil // full: this one starts the next read
+			}
+			next++
+			res.LastPhyOffset = e.Offset
+			res.Records = append(res.Records, b)
+			res.QueueOffsets = append(res.QueueOffsets, qo)
+			bytes += len(b)
+			body += n
+		}
+	}
+	return next, nil
+}
+
+// bodyLen is the length of the body of the record at the start of b.
+func bodyLen(b []byte) (int, error) {
+	r, err := DecodeRecord(b, false)
+	if err != nil {
+		return 0, err
+	}
+	return len(r.Body), nil
 }
 
 // QueryByKey returns the records of topic whose KEYS or UNIQ_KEY contain key,

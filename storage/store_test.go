@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"net/netip"
 	"path"
 	"testing"
 	"time"
@@ -256,7 +257,7 @@ func TestRetention(t *testing.T) {
 	// ConsumeQueues no longer hand out deleted records.
 	for _, k := range s.Queues() {
 		q, _ := s.ConsumeQueue(k, false)
-		res, err := s.GetMessages(k, 0, 1000, 0, nil)
+		res, err := s.GetMessages(k, 0, GetLimits{Msgs: 1000}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,12 +329,12 @@ func TestGetMessagesAndQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := QueueKey{"a", 0} // messages 0, 6, 12, ... (i%2==0 && i%3==0)
-	res, err := s.GetMessages(k, 0, 100, 0, nil)
+	res, err := s.GetMessages(k, 0, GetLimits{Msgs: 100}, nil)
 	if err != nil || res.Status != GetFound || len(res.Records) != 15 {
 		t.Fatalf("get: %v %v %d", err, res.Status, len(res.Records))
 	}
 	tag0 := TagsHashCode("tag0") // i%5 == 0: 0, 30, 60
-	res, err = s.GetMessages(k, 0, 100, 0, func(c int64) bool { return c == tag0 })
+	res, err = s.GetMessages(k, 0, GetLimits{Msgs: 100}, func(c int64) bool { return c == tag0 })
 	if err != nil || len(res.Records) != 3 || res.NextBeginOffset != 15 {
 		t.Fatalf("filtered get: %v %d next %d", err, len(res.Records), res.NextBeginOffset)
 	}
@@ -341,11 +342,11 @@ func TestGetMessagesAndQuery(t *testing.T) {
 		from int64
 		want GetStatus
 	}{{15, GetOffsetOverflowOne}, {20, GetOffsetOverflowBadly}} {
-		if r, _ := s.GetMessages(k, tc.from, 10, 0, nil); r.Status != tc.want {
+		if r, _ := s.GetMessages(k, tc.from, GetLimits{Msgs: 10}, nil); r.Status != tc.want {
 			t.Errorf("from %d: %v want %v", tc.from, r.Status, tc.want)
 		}
 	}
-	if r, _ := s.GetMessages(QueueKey{"zz", 0}, 0, 10, 0, nil); r.Status != GetNoMatchedLogicQueue {
+	if r, _ := s.GetMessages(QueueKey{"zz", 0}, 0, GetLimits{Msgs: 10}, nil); r.Status != GetNoMatchedLogicQueue {
 		t.Errorf("missing queue: %v", r.Status)
 	}
 	recs, err := s.QueryByKey("a", "k12", 0, fixedNow.UnixMilli()+1e6, 10)
@@ -524,5 +525,66 @@ func TestSegmentEndFillerIsZeros(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("the filler at %d has byte %#x at +%d", blankAt, c, BlankRecordSize+i)
 		}
+	}
+}
+
+// TestGetMessagesLimits: BodyBytes counts payload bytes and RecordBytes
+// whole records; neither is ever exceeded but by the first message, which
+// comes whatever its size; the message that did not fit starts the next read.
+func TestGetMessagesLimits(t *testing.T) {
+	mem := vfs.NewMem()
+	s, _ := mustOpen(t, mem, testConfig("/s"))
+	defer s.Close()
+	bodies := []int{100, 100, 100, 500, 10}
+	for i, n := range bodies {
+		m := &Message{Topic: "t", Body: make([]byte, n), BornTimestamp: 1, BornHost: netip.MustParseAddrPort("10.0.0.9:4242")}
+		if out, err := s.AppendBatch([]*Message{m}, fixedNow.UnixMilli()+int64(i), nil); err != nil || out[0].Err != nil {
+			t.Fatalf("append %d: %v %v", i, err, out)
+		}
+	}
+	if _, err := s.Dispatch(s.CommitLog().MaxOffset(), nil); err != nil {
+		t.Fatal(err)
+	}
+	k := QueueKey{"t", 0}
+	first, err := s.GetMessages(k, 0, GetLimits{Msgs: 1}, nil)
+	if err != nil || len(first.Records) != 1 {
+		t.Fatalf("one record: %v %v", first, err)
+	}
+	rec := len(first.Records[0]) // records of a 100-byte body; the others differ by their body
+	overhead := rec - 100
+	tests := []struct {
+		name     string
+		from     int64
+		lim      GetLimits
+		wantN    int
+		wantNext int64
+	}{
+		{"no byte caps", 0, GetLimits{Msgs: 10}, 5, 5},
+		{"msgs cap", 0, GetLimits{Msgs: 2}, 2, 2},
+		{"body cap exact", 0, GetLimits{Msgs: 10, BodyBytes: 300}, 3, 3},
+		{"body cap one short", 0, GetLimits{Msgs: 10, BodyBytes: 299}, 2, 2},
+		{"body cap ignores headers", 0, GetLimits{Msgs: 10, BodyBytes: 200, RecordBytes: 1 << 20}, 2, 2},
+		{"first always, even if larger", 3, GetLimits{Msgs: 10, BodyBytes: 1}, 1, 4},
+		{"first always, record cap", 3, GetLimits{Msgs: 10, RecordBytes: 1}, 1, 4},
+		{"record cap exact", 0, GetLimits{Msgs: 10, RecordBytes: 2 * rec}, 2, 2},
+		{"record cap one short", 0, GetLimits{Msgs: 10, RecordBytes: 2*rec - 1}, 1, 1},
+		{"both caps, record binds", 0, GetLimits{Msgs: 10, BodyBytes: 1000, RecordBytes: 3*rec + 500 + overhead - 1}, 3, 3},
+		{"both caps, body binds", 0, GetLimits{Msgs: 10, BodyBytes: 800, RecordBytes: 1 << 20}, 4, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := s.GetMessages(k, tt.from, tt.lim, nil)
+			if err != nil || res.Status != GetFound {
+				t.Fatalf("%v %v", res.Status, err)
+			}
+			if len(res.Records) != tt.wantN || res.NextBeginOffset != tt.wantNext {
+				t.Fatalf("%d records, next %d; want %d, next %d", len(res.Records), res.NextBeginOffset, tt.wantN, tt.wantNext)
+			}
+			for i, qo := range res.QueueOffsets {
+				if qo != tt.from+int64(i) {
+					t.Fatalf("record %d at queue offset %d", i, qo)
+				}
+			}
+		})
 	}
 }
