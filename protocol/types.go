@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -448,7 +449,7 @@ func decodeStructList[T any](body []byte, lim Limits, what string) ([]T, error) 
 		if err := msgpack.Unmarshal(raw, v); err != nil {
 			return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 		}
-		return nil
+		return r.keep("", checkInts(raw, reflect.TypeFor[T]()))
 	})
 }
 
