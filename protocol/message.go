@@ -142,8 +142,25 @@ func (m *Message) SetWaitStoreMsgOK(wait bool) {
 
 // Limits on a message that the CommitLog record layout imposes (RocketMQ's).
 const (
-	MaxTopicLength     = 127   // bytes; the record stores it behind a 1-byte length
-	MaxPropertiesBytes = 32767 // encoded "k\x01v\x02..." size; the record stores it behind an int16
+	MaxTopicLength = 127 // bytes; the record stores it behind a 1-byte length
+	// MaxPropertiesBytes is the largest encoded "k\x01v\x02..." size of a
+	// message's properties: the record stores them behind an int16 (32767),
+	// together with the 20-byte record CRC property every record ends with.
+	MaxPropertiesBytes = 32767 - recordCRCPropertySize
+)
+
+// Sizes of the CommitLog record (docs/STORAGE.md), from which a client
+// computes a message's storeSize and so the largest body the broker's
+// maxMessageSize admits (docs/PROTOCOL.md 6.2, 7.1). TestPullExampleRecord
+// holds them to storage's golden record.
+const (
+	// recordCRCPropertySize is the "__CRC32#" property at the end of every
+	// record's properties, which readers do not see.
+	recordCRCPropertySize = 20
+	// recordOverhead is a record's size less its body, topic and
+	// properties, with IPv4 born and store hosts (each IPv6 host adds 12):
+	// 91 fixed bytes and the CRC property.
+	recordOverhead = 91 + recordCRCPropertySize
 )
 
 // ValidateTopic checks a topic name: 1..127 bytes of [A-Za-z0-9_%|-].

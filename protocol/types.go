@@ -243,7 +243,7 @@ type GetConsumerOffsetsRequest struct {
 type ConsumerQueueOffset struct {
 	Topic          string `msgpack:"topic"`
 	QueueID        int32  `msgpack:"queueId"`
-	ConsumerOffset int64  `msgpack:"consumerOffset"` // committed; -1 if none
+	ConsumerOffset int64  `msgpack:"consumerOffset"` // committed (queues without a commit are not listed)
 	MinOffset      int64  `msgpack:"minOffset"`
 	MaxOffset      int64  `msgpack:"maxOffset"` // lag = MaxOffset - ConsumerOffset
 }
