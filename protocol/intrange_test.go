@@ -391,3 +391,18 @@ func TestMalformedBeatsOutOfRange(t *testing.T) {
 		t.Errorf("SEND queueId 2^32+5 alone: status %v (%v)", StatusOf(err), err)
 	}
 }
+
+// TestIntRangeCheckedEmbeddedName: msgpack also decodes an inlined struct
+// under the embedded field's own name (CREATE_TOPIC's "TopicConfig"), and
+// truncates there too: the check follows it.
+func TestIntRangeCheckedEmbeddedName(t *testing.T) {
+	tree := map[string]any{"TopicConfig": map[string]any{"topic": "t", "perm": int64(1<<32 + 6)}}
+	var plain CreateTopicRequest
+	if b, _ := msgpack.Marshal(tree); msgpack.Unmarshal(b, &plain) != nil || plain.Perm != 6 {
+		t.Logf("msgpack no longer decodes the embedded name as it did (perm %d): the check is still right", plain.Perm)
+	}
+	_, err := DecodeRequest(fieldsFrame(t, CodeCreateTopic, 0, tree, nil), Limits{})
+	if StatusOf(err) != StatusInvalidParameter || !strings.Contains(err.Error(), "TopicConfig.perm: 4294967302") {
+		t.Errorf("%v (status %v), want INVALID_PARAMETER at TopicConfig.perm", err, StatusOf(err))
+	}
+}
