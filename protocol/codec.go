@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -217,6 +218,9 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		if r.p != len(b) {
 			return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(b)-r.p)
 		}
+		if r.soft != nil {
+			return fmt.Errorf("fields: %w", r.soft)
+		}
 		return nil
 	}
 	if err := Validate(b, lim.MaxDepth); err != nil {
@@ -224,6 +228,11 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	// After the library's decode, which truncates (see checkInts): a
+	// field of the wrong type stays a malformed frame.
+	if err := checkInts(b, reflect.TypeOf(v)); err != nil {
+		return fmt.Errorf("fields: %w", err)
 	}
 	return nil
 }
@@ -269,14 +278,21 @@ func DecodeResponse(f *Frame, lim Limits, into Fields) error {
 	return nil
 }
 
+// decodeInto decodes the fields, then the body. An error about the
+// content of the fields (ErrInvalidParameter, ErrMessageIllegal) does not
+// stop the body from being decoded: a malformed body still makes the frame
+// FRAME_ILLEGAL, as it would with valid fields.
 func decodeInto(f *Frame, lim Limits, v Fields) error {
-	if err := unmarshalFields(f.Fields, lim, v); err != nil {
+	err := unmarshalFields(f.Fields, lim, v)
+	if StatusOf(err) == StatusFrameIllegal {
 		return err
 	}
 	if bc, ok := v.(bodyCodec); ok {
-		return bc.decodeBody(f.Body, lim)
+		if berr := bc.decodeBody(f.Body, lim); berr != nil && (err == nil || StatusOf(berr) == StatusFrameIllegal) {
+			return berr
+		}
 	}
-	return nil // a body where none is defined is ignored
+	return err // a body where none is defined is ignored
 }
 
 // RawBody is an answer without fields whose body is already encoded: what

@@ -23,5 +23,12 @@
 // Decoded byte slices (Frame.Fields, Frame.Body, message bodies) alias the
 // input buffer.
 //
+// Errors say what to answer (StatusOf): a malformed frame is FRAME_ILLEGAL
+// and wins over anything else wrong with it; an integer outside its field's
+// range (int32, uint32, int64) is INVALID_PARAMETER on every request,
+// including those msgpack's reflection decoder fills, which would truncate
+// it (intrange.go); a message that breaks a rule (a body above the limit, a
+// property with an empty key) is MESSAGE_ILLEGAL.
+//
 // Imports: std and msgpack only.
 package protocol

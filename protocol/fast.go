@@ -63,15 +63,17 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 			r.BornTimestamp, err = rd.int64()
 		case "properties":
 			if rd.rawProps {
-				r.RawProperties, err = rawProperties(rd)
+				r.RawProperties, err = rawProperties(rd, true)
 			} else {
-				r.Properties, err = decodeProperties(rd)
+				r.Properties, err = decodeProperties(rd, true)
 			}
 		default:
 			err = rd.skip()
 		}
 		if err != nil {
-			return fmt.Errorf("field %q: %w", key, err)
+			if err = rd.keep(string(key), err); err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
 		}
 	}
 	return nil
@@ -114,7 +116,9 @@ func (r *SendResponse) decodeFieldsMap(rd *reader) error {
 			err = rd.skip()
 		}
 		if err != nil {
-			return fmt.Errorf("field %q: %w", key, err)
+			if err = rd.keep(string(key), err); err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
 		}
 	}
 	return nil

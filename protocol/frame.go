@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -173,6 +174,11 @@ func (f *Frame) decodeHeader(h []byte) error {
 			err = r.skip()
 		}
 		if err != nil {
+			if errors.Is(err, ErrInvalidParameter) {
+				// Out of the header's range: there is no request to
+				// answer, the frame itself is bad (code, opaque, flags).
+				return fmt.Errorf("%w: header %q: %v", ErrFrameIllegal, key, err)
+			}
 			return fmt.Errorf("header %q: %w", key, err)
 		}
 	}

@@ -47,7 +47,7 @@ func goldenFrames(t testing.TB) map[string][]byte {
 				QueueID:         0,
 				QueueOffset:     0,
 				CommitLogOffset: 0,
-				StoreSize:       104,
+				StoreSize:       124, // 111 + len("hi") + len("demo") + len("TAGS\x01a\x02"): see TestPullExampleRecord
 				BornTimestamp:   1700000000000,
 				StoreTimestamp:  1700000000005,
 				BornHost:        "127.0.0.1:50000",
@@ -258,4 +258,90 @@ func fmtName(c byte) string {
 	return map[byte]string{0xc0: "nil", 0xc2: "false", 0xc3: "true", 0xc4: "bin8", 0xc5: "bin16", 0xc6: "bin32",
 		0xcc: "uint8", 0xcd: "uint16", 0xce: "uint32", 0xcf: "uint64", 0xd0: "int8", 0xd1: "int16", 0xd2: "int32", 0xd3: "int64",
 		0xd9: "str8", 0xda: "str16", 0xdb: "str32", 0xdc: "array16", 0xdd: "array32", 0xde: "map16", 0xdf: "map32"}[c]
+}
+
+// readHexdump reads a "hexdump -C" file: the hex columns between the offset
+// and the "|...|" text.
+func readHexdump(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, line := range strings.Split(string(raw), "\n") {
+		cols, _, _ := strings.Cut(line, "|")
+		fs := strings.Fields(cols)
+		if len(fs) < 2 {
+			continue
+		}
+		b, err := hex.DecodeString(strings.Join(fs[1:], ""))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
+// storeSize is a message's CommitLog record size with IPv4 hosts, as
+// PROTOCOL.md 6.2 tells a client to compute it.
+func storeSize(m *Message) int {
+	n := recordOverhead + len(m.Body) + len(m.Topic)
+	for k, v := range m.Properties {
+		n += len(k) + 1 + len(v) + 1
+	}
+	return n
+}
+
+// TestPullExampleRecord: the example of PROTOCOL.md 14.4 holds what 6.2
+// says. Its storeSize is the size of the record its message makes, computed
+// as 6.2 tells a client to (and that computation is checked against
+// storage's golden record, whose layout STORAGE.md gives: protocol cannot
+// import storage); its MessageExt has 16 keys, and one without properties 15.
+func TestPullExampleRecord(t *testing.T) {
+	// storage/testdata/record_v1.hex: TOTALSIZE at 0, the body length at 84,
+	// then the body, the topic behind a byte, the properties behind two.
+	rec := readHexdump(t, filepath.Join("..", "storage", "testdata", "record_v1.hex"))
+	total := int(binary.BigEndian.Uint32(rec))
+	p := 84
+	bodyLen := int(binary.BigEndian.Uint32(rec[p:]))
+	p += 4 + bodyLen
+	topicLen := int(rec[p])
+	p += 1 + topicLen
+	propsLen := int(binary.BigEndian.Uint16(rec[p:])) // with the CRC property
+	if total != len(rec) || p+2+propsLen != total || !strings.HasPrefix(string(rec[total-recordCRCPropertySize:]), "__CRC32#\x01") {
+		t.Fatalf("storage's golden record does not have the layout of STORAGE.md: total %d of %d bytes, properties end at %d", total, len(rec), p+2+propsLen)
+	}
+	if want := recordOverhead + bodyLen + topicLen + propsLen - recordCRCPropertySize; total != want {
+		t.Fatalf("golden record of %d bytes; 6.2's formula gives %d", total, want)
+	}
+
+	f, err := DecodeFrame(goldenFrames(t)["pull_response"], Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr PullResponse
+	if err := DecodeResponse(f, Limits{}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	m := pr.Messages[0]
+	if got, want := int(m.StoreSize), storeSize(&m.Message); got != want || want != 124 {
+		t.Errorf("14.4 storeSize %d; the record of its message is %d bytes (doc: 124)", got, want)
+	}
+	keys := func(b []byte) int {
+		r := &reader{b: b}
+		n, err := r.mapLen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := keys(f.Body[1:]); n != 16 || f.Body[1] != 0xde {
+		t.Errorf("14.4 MessageExt: %d keys, header 0x%02x; doc: 16 in a map16", n, f.Body[1])
+	}
+	m.Properties = nil
+	if b := m.AppendMsgpack(nil); keys(b) != 15 || b[0] != 0x8f {
+		t.Errorf("MessageExt without properties: %d keys, header 0x%02x; doc: 15 in a fixmap", keys(b), b[0])
+	}
 }

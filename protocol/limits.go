@@ -105,13 +105,18 @@ var (
 	// ErrCodeNotSupported: a well-formed request with an unknown code.
 	ErrCodeNotSupported = errors.New("protocol: request code not supported")
 	// ErrMessageIllegal: a well-formed request whose message breaks a rule
-	// (body too large, bad topic name, properties too large).
+	// (body too large, bad topic name, properties too large, a property
+	// with an empty key).
 	ErrMessageIllegal = errors.New("protocol: message illegal")
+	// ErrInvalidParameter: a well-formed request with a field whose value
+	// its type cannot hold (an integer outside int32, uint32 or int64).
+	ErrInvalidParameter = errors.New("protocol: invalid parameter")
 )
 
 // StatusOf maps an error from this package to the status of the error
 // response a server should send. ErrFrameTooLarge and ErrFrameIllegal map to
-// FrameIllegal, after which the connection must be closed.
+// FrameIllegal, after which the connection must be closed; an error that
+// wraps ErrFrameIllegal and another sentinel is FrameIllegal.
 func StatusOf(err error) Status {
 	switch {
 	case err == nil:
@@ -122,6 +127,8 @@ func StatusOf(err error) Status {
 		return StatusRequestCodeNotSupported
 	case errors.Is(err, ErrMessageIllegal):
 		return StatusMessageIllegal
+	case errors.Is(err, ErrInvalidParameter):
+		return StatusInvalidParameter
 	default:
 		return StatusSystemError
 	}

@@ -142,8 +142,25 @@ func (m *Message) SetWaitStoreMsgOK(wait bool) {
 
 // Limits on a message that the CommitLog record layout imposes (RocketMQ's).
 const (
-	MaxTopicLength     = 127   // bytes; the record stores it behind a 1-byte length
-	MaxPropertiesBytes = 32767 // encoded "k\x01v\x02..." size; the record stores it behind an int16
+	MaxTopicLength = 127 // bytes; the record stores it behind a 1-byte length
+	// MaxPropertiesBytes is the largest encoded "k\x01v\x02..." size of a
+	// message's properties: the record stores them behind an int16 (32767),
+	// together with the 20-byte record CRC property every record ends with.
+	MaxPropertiesBytes = 32767 - recordCRCPropertySize
+)
+
+// Sizes of the CommitLog record (docs/STORAGE.md), from which a client
+// computes a message's storeSize and so the largest body the broker's
+// maxMessageSize admits (docs/PROTOCOL.md 6.2, 7.1). TestPullExampleRecord
+// holds them to storage's golden record.
+const (
+	// recordCRCPropertySize is the "__CRC32#" property at the end of every
+	// record's properties, which readers do not see.
+	recordCRCPropertySize = 20
+	// recordOverhead is a record's size less its body, topic and
+	// properties, with IPv4 born and store hosts (each IPv6 host adds 12):
+	// 91 fixed bytes and the CRC property.
+	recordOverhead = 91 + recordCRCPropertySize
 )
 
 // ValidateTopic checks a topic name: 1..127 bytes of [A-Za-z0-9_%|-].
@@ -300,7 +317,15 @@ func appendMessageExtList(b []byte, msgs []MessageExt) []byte {
 
 // ---- decoding (only over validated bytes) ----
 
-func decodeProperties(r *reader) (map[string]string, error) {
+// errEmptyKey: PROTOCOL.md 6.3 wants every property key non-empty (the
+// CommitLog's "k\x01v\x02" encoding would store a pair no reader can name).
+var errEmptyKey = fmt.Errorf("%w: a property has an empty key (keys must be 1 byte or more)", ErrMessageIllegal)
+
+// decodeProperties decodes a properties map. With producer set (a message
+// as a producer sends it), a pair with an empty key is refused: recorded
+// in r.soft (see reader.keep) and left out. Stored messages (MessageExt) are
+// decoded as they are, so that a record from before the rule still reads.
+func decodeProperties(r *reader, producer bool) (map[string]string, error) {
 	n, err := r.mapLen()
 	if err != nil || n == 0 {
 		return nil, err
@@ -316,6 +341,10 @@ func decodeProperties(r *reader) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if k == "" && producer {
+			_ = r.keep("properties", errEmptyKey)
+			continue
+		}
 		props[k] = v
 	}
 	return props, nil
@@ -323,15 +352,20 @@ func decodeProperties(r *reader) (map[string]string, error) {
 
 // rawProperties checks that the next value is a map of strings to strings
 // and returns its encoding (nil for an empty map), aliasing r's bytes.
-func rawProperties(r *reader) ([]byte, error) {
+// producer: as for decodeProperties (the map is still returned whole).
+func rawProperties(r *reader, producer bool) ([]byte, error) {
 	start := r.p
 	n, err := r.mapLen()
 	if err != nil || n == 0 {
 		return nil, err
 	}
-	for range 2 * n {
-		if _, err := r.rawStr(); err != nil {
+	for i := range 2 * n {
+		k, err := r.rawStr()
+		if err != nil {
 			return nil, err
+		}
+		if i%2 == 0 && len(k) == 0 && producer {
+			_ = r.keep("properties", errEmptyKey)
 		}
 	}
 	return r.b[start:r.p], nil
@@ -423,9 +457,9 @@ func decodeMessage(r *reader, m *Message, x *MessageExt) error {
 			sawBody = true
 		case "properties":
 			if r.rawProps && x == nil {
-				m.RawProperties, err = rawProperties(r)
+				m.RawProperties, err = rawProperties(r, x == nil)
 			} else {
-				m.Properties, err = decodeProperties(r)
+				m.Properties, err = decodeProperties(r, x == nil)
 			}
 		default:
 			if x == nil {
@@ -435,7 +469,9 @@ func decodeMessage(r *reader, m *Message, x *MessageExt) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("message %q: %w", key, err)
+			if err = r.keep(string(key), err); err != nil {
+				return fmt.Errorf("message %q: %w", key, err)
+			}
 		}
 	}
 	if !sawBody {
@@ -511,15 +547,22 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 		presize = 16
 	}
 	out := make([]T, 0, min(n, presize))
+	var soft error
 	for i := range n {
 		var v T
 		if err := dec(r, &v); err != nil {
 			return nil, fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
+		if r.soft != nil && soft == nil {
+			soft = within(fmt.Sprintf("%s[%d]", what, i), r.soft)
+		}
 		out = append(out, v)
 	}
 	if r.p != len(body) {
 		return nil, fmt.Errorf("%w: %s: %d bytes after the list", ErrFrameIllegal, what, len(body)-r.p)
+	}
+	if soft != nil {
+		return nil, soft
 	}
 	return out, nil
 }
@@ -550,8 +593,11 @@ func DecodeMessage(b []byte, lim Limits) (Message, error) {
 	if err := Validate(b, lim.MaxDepth); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 	}
-	err := decodeMessage(&reader{b: b}, &m, nil)
-	return m, err
+	r := &reader{b: b}
+	if err := decodeMessage(r, &m, nil); err != nil {
+		return m, err
+	}
+	return m, r.soft
 }
 
 // DecodeMessageExt decodes one untrusted msgpack MessageExt map. Body aliases b.
@@ -561,6 +607,9 @@ func DecodeMessageExt(b []byte, lim Limits) (MessageExt, error) {
 	if err := Validate(b, lim.MaxDepth); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 	}
-	err := decodeMessage(&reader{b: b}, &m.Message, &m)
-	return m, err
+	r := &reader{b: b}
+	if err := decodeMessage(r, &m.Message, &m); err != nil {
+		return m, err
+	}
+	return m, r.soft
 }

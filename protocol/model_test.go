@@ -147,6 +147,12 @@ func TestMessageValidate(t *testing.T) {
 	if err := ok.Validate(Limits{}); err != nil {
 		t.Fatal(err)
 	}
+	// The largest properties a record holds: 32767 less the record CRC
+	// property the broker adds (PROTOCOL.md 6.3).
+	full := Message{Topic: "t", Properties: map[string]string{"k": strings.Repeat("v", 32747-3)}}
+	if err := full.Validate(Limits{}); err != nil {
+		t.Fatalf("32747 bytes of properties: %v", err)
+	}
 	bad := []Message{
 		{Topic: ""},
 		{Topic: "a b"},
@@ -154,7 +160,7 @@ func TestMessageValidate(t *testing.T) {
 		{Topic: "t", Body: make([]byte, DefaultMaxMessageSize+1)},
 		{Topic: "t", Properties: map[string]string{"": "x"}},
 		{Topic: "t", Properties: map[string]string{"k": "a\x01b"}},
-		{Topic: "t", Properties: map[string]string{"k": strings.Repeat("v", MaxPropertiesBytes)}},
+		{Topic: "t", Properties: map[string]string{"k": strings.Repeat("v", 32747-2)}},
 	}
 	for i, m := range bad {
 		if err := m.Validate(Limits{}); !errors.Is(err, ErrMessageIllegal) {

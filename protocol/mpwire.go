@@ -2,8 +2,10 @@ package protocol
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"unsafe"
 )
 
@@ -120,6 +122,14 @@ type reader struct {
 	// strings made from it never change.
 	arena    []byte
 	useArena bool
+
+	// soft is the first error of the value about a field's content, not
+	// its msgpack: an integer out of its field's range, a property with an
+	// empty key (see keep). Decoding goes on past it, so that a value that
+	// is malformed as well is still a malformed frame (FRAME_ILLEGAL, the
+	// connection closed), and the decoder reports it once the whole value
+	// was read.
+	soft error
 }
 
 // arenaChunk is the size of a string arena's chunks.
@@ -294,46 +304,55 @@ func (r *reader) str() (string, error) {
 	return unsafe.String(&r.arena[at], len(s)), nil
 }
 
-// int reads any msgpack integer (nil reads as 0) that fits in [lo, hi].
-func (r *reader) int(lo, hi int64) (int64, error) {
+// integer reads any msgpack integer (nil reads as 0). big reports a uint64
+// above math.MaxInt64, whose value is then u (and v is meaningless).
+func (r *reader) integer() (v int64, u uint64, big bool, err error) {
 	start := r.p
 	c, err := r.byte()
 	if err != nil {
-		return 0, err
+		return 0, 0, false, err
 	}
-	var v int64
 	switch {
 	case c <= 0x7f:
-		v = int64(c)
+		return int64(c), 0, false, nil
 	case c >= 0xe0:
-		v = int64(int8(c))
+		return int64(int8(c)), 0, false, nil
 	case c == 0xc0:
-		v = 0
+		return 0, 0, false, nil
 	case c >= 0xcc && c <= 0xcf:
 		u, err := r.uintN(1 << (c - 0xcc))
 		if err != nil {
-			return 0, err
+			return 0, 0, false, err
 		}
 		if u > math.MaxInt64 {
-			r.p = start
-			return 0, r.errf("integer %d out of range", u)
+			return 0, u, true, nil
 		}
-		v = int64(u)
+		return int64(u), 0, false, nil
 	case c >= 0xd0 && c <= 0xd3:
 		size := 1 << (c - 0xd0)
 		u, err := r.uintN(size)
 		if err != nil {
-			return 0, err
+			return 0, 0, false, err
 		}
 		shift := 64 - 8*size
-		v = int64(u<<shift) >> shift // sign-extend
-	default:
-		r.p = start
-		return 0, r.errf("want integer, got 0x%02x", c)
+		return int64(u<<shift) >> shift, 0, false, nil // sign-extend
 	}
-	if v < lo || v > hi {
-		r.p = start
-		return 0, r.errf("integer %d out of range [%d, %d]", v, lo, hi)
+	r.p = start
+	return 0, 0, false, r.errf("want integer, got 0x%02x", c)
+}
+
+// int reads any msgpack integer (nil reads as 0) that fits in [lo, hi].
+// An integer outside is a *rangeError (not a malformed frame), and the
+// reader is then past it, so a decoder can go on (see keep).
+func (r *reader) int(lo, hi int64) (int64, error) {
+	v, u, big, err := r.integer()
+	switch {
+	case err != nil:
+		return 0, err
+	case big:
+		return 0, newRangeError(strconv.FormatUint(u, 10), lo, hi)
+	case v < lo || v > hi:
+		return 0, newRangeError(strconv.FormatInt(v, 10), lo, hi)
 	}
 	return v, nil
 }
@@ -348,6 +367,74 @@ func (r *reader) int64() (int64, error) { return r.int(math.MinInt64, math.MaxIn
 func (r *reader) uint32() (uint32, error) {
 	v, err := r.int(0, math.MaxUint32)
 	return uint32(v), err
+}
+
+// rangeError is a well-formed integer outside the range of the field it is
+// read into: the request is wrong, not the frame (INVALID_PARAMETER, the
+// connection stays open). path names the field; the decoders it passes
+// through on the way out prefix it (see within).
+type rangeError struct {
+	path string
+	val  string // decimal
+	want string // the field's range
+}
+
+func newRangeError(val string, lo, hi int64) *rangeError {
+	want := fmt.Sprintf("[%d, %d]", lo, hi)
+	switch {
+	case lo == math.MinInt32 && hi == math.MaxInt32:
+		want = "int32 " + want
+	case lo == math.MinInt64 && hi == math.MaxInt64:
+		want = "int64 " + want
+	case lo == 0 && hi == math.MaxUint32:
+		want = "uint32 " + want
+	}
+	return &rangeError{val: val, want: want}
+}
+
+func (e *rangeError) Error() string {
+	s := e.val + " is out of range for " + e.want
+	if e.path != "" {
+		s = e.path + ": " + s
+	}
+	return s
+}
+
+func (e *rangeError) Unwrap() error { return ErrInvalidParameter }
+
+// within says that err happened inside seg (a key, or "name[i]"): a
+// rangeError's path grows from the inside out (consumerGroups[0].owned[1].queueId),
+// other errors are wrapped.
+func within(seg string, err error) error {
+	if seg == "" {
+		return err
+	}
+	if re, ok := err.(*rangeError); ok {
+		switch {
+		case re.path == "":
+			re.path = seg
+		case re.path[0] == '[':
+			re.path = seg + re.path
+		default:
+			re.path = seg + "." + re.path
+		}
+		return re
+	}
+	return fmt.Errorf("%s: %w", seg, err)
+}
+
+// keep records err in r.soft, and returns nil so that decoding goes on, if
+// it is about a field's content rather than the msgpack (ErrInvalidParameter,
+// ErrMessageIllegal); other errors are returned as they are. seg is where
+// in the value err happened (see within).
+func (r *reader) keep(seg string, err error) error {
+	if !errors.Is(err, ErrInvalidParameter) && !errors.Is(err, ErrMessageIllegal) || errors.Is(err, ErrFrameIllegal) {
+		return err
+	}
+	if r.soft == nil {
+		r.soft = within(seg, err)
+	}
+	return nil
 }
 
 // skip steps over one value of any type.

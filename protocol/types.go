@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -242,7 +243,7 @@ type GetConsumerOffsetsRequest struct {
 type ConsumerQueueOffset struct {
 	Topic          string `msgpack:"topic"`
 	QueueID        int32  `msgpack:"queueId"`
-	ConsumerOffset int64  `msgpack:"consumerOffset"` // committed; -1 if none
+	ConsumerOffset int64  `msgpack:"consumerOffset"` // committed (queues without a commit are not listed)
 	MinOffset      int64  `msgpack:"minOffset"`
 	MaxOffset      int64  `msgpack:"maxOffset"` // lag = MaxOffset - ConsumerOffset
 }
@@ -448,7 +449,7 @@ func decodeStructList[T any](body []byte, lim Limits, what string) ([]T, error) 
 		if err := msgpack.Unmarshal(raw, v); err != nil {
 			return fmt.Errorf("%w: %w", ErrFrameIllegal, err)
 		}
-		return nil
+		return r.keep("", checkInts(raw, reflect.TypeFor[T]()))
 	})
 }
 
