@@ -1,9 +1,14 @@
 package writer
 
 import (
+	"fmt"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+	"github.com/wharfmq/wharf/storage/vfs"
 )
 
 func TestAppendStoreProperties(t *testing.T) {
@@ -53,5 +58,160 @@ func TestAppendStoreProperties(t *testing.T) {
 				t.Fatalf("dst changed to %q", out)
 			}
 		})
+	}
+}
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func openStore(t *testing.T) *storage.Store {
+	t.Helper()
+	cfg := storage.DefaultConfig("/w")
+	cfg.MappedFileSizeCommitLog = 64 << 10
+	cfg.MappedFileSizeConsumeQueue = 64
+	cfg.MaxMessageSize = 8 << 10
+	cfg.MaxHashSlotNum, cfg.MaxIndexNum = 16, 64
+	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	st, _, err := storage.Open(vfs.NewMem(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newWriter(t *testing.T, autoCreate bool) (*Writer, *storage.Store) {
+	st := openStore(t)
+	return New(Config{StoreHost: netip.MustParseAddrPort("127.0.0.1:10911"), AutoCreateTopicEnable: autoCreate,
+		DefaultTopicQueueNums: 4, DelayLevels: []time.Duration{time.Second, 5 * time.Second}}, st), st
+}
+
+func msg(body string, kv ...string) protocol.Message {
+	m := protocol.Message{Body: []byte(body)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if m.Properties == nil {
+			m.Properties = map[string]string{}
+		}
+		m.Properties[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// Every way a send can be refused, and where the accepted ones go.
+func TestWriteOutcomes(t *testing.T) {
+	topics := map[string]storage.TopicConfig{
+		"rw":   {TopicName: "rw", ReadQueueNums: 2, WriteQueueNums: 2, Perm: storage.PermRead | storage.PermWrite},
+		"ro":   {TopicName: "ro", ReadQueueNums: 2, WriteQueueNums: 2, Perm: storage.PermRead},
+		"noqs": {TopicName: "noqs", ReadQueueNums: 1, WriteQueueNums: 0, Perm: storage.PermRead | storage.PermWrite},
+	}
+	cases := []struct {
+		name       string
+		autoCreate bool
+		item       Item
+		status     protocol.Status
+		queue      int32 // of the answer, when stored
+	}{
+		{"known topic, chosen queue", false, Item{Topic: "rw", QueueID: 1, Msgs: []protocol.Message{msg("a")}}, protocol.StatusOK, 1},
+		{"queue out of range", false, Item{Topic: "rw", QueueID: 2, Msgs: []protocol.Message{msg("a")}}, protocol.StatusInvalidParameter, 0},
+		{"not writable", false, Item{Topic: "ro", QueueID: 0, Msgs: []protocol.Message{msg("a")}}, protocol.StatusNoPermission, 0},
+		{"no write queues", false, Item{Topic: "noqs", QueueID: -1, Msgs: []protocol.Message{msg("a")}}, protocol.StatusNoPermission, 0},
+		{"unknown topic, no auto-create", false, Item{Topic: "new", QueueID: 0, Msgs: []protocol.Message{msg("a")}}, protocol.StatusTopicNotExist, 0},
+		{"unknown topic, auto-create", true, Item{Topic: "new", QueueID: 3, Msgs: []protocol.Message{msg("a")}}, protocol.StatusOK, 3},
+		{"retry topics are created without auto-create", false, Item{Topic: "%RETRY%g", QueueID: 0, Msgs: []protocol.Message{msg("a")}}, protocol.StatusOK, 0},
+		{"retry topics have one queue", false, Item{Topic: "%RETRY%g", QueueID: 1, Msgs: []protocol.Message{msg("a")}}, protocol.StatusInvalidParameter, 0},
+		{"bad topic name", true, Item{Topic: "a b", QueueID: 0, Msgs: []protocol.Message{msg("a")}}, protocol.StatusMessageIllegal, 0},
+		{"bad delay level", false, Item{Topic: "rw", QueueID: 0, Msgs: []protocol.Message{msg("a", protocol.PropertyDelay, "9")}}, protocol.StatusMessageIllegal, 0},
+		{"batch message for another topic", false, Item{Topic: "rw", QueueID: 0, Batch: true,
+			Msgs: []protocol.Message{msg("a"), {Topic: "ro", Body: []byte("b")}}}, protocol.StatusMessageIllegal, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, st := newWriter(t, c.autoCreate)
+			it := c.item
+			res := w.Write(t0, topics, []*Item{&it})
+			o := res.Outcomes[0]
+			if o.Status != c.status {
+				t.Fatalf("status %v (%s), want %v", o.Status, o.Remark, c.status)
+			}
+			if o.Stored != (c.status == protocol.StatusOK) {
+				t.Fatalf("stored %v with status %v", o.Stored, o.Status)
+			}
+			if !o.Stored {
+				if st.CommitLog().MaxOffset() != 0 || res.Stored != 0 {
+					t.Fatalf("a refused item was appended")
+				}
+				return
+			}
+			if sr := o.Fields.(*protocol.SendResponse); sr.QueueID != c.queue || o.End != st.CommitLog().MaxOffset() {
+				t.Fatalf("answer %+v end %d, log end %d", sr, o.End, st.CommitLog().MaxOffset())
+			}
+		})
+	}
+}
+
+// The broker chooses queues round robin per topic, and a topic created by
+// one item of a write is seen by the next items of the same write.
+func TestRoundRobinAndAutoCreateWithinAWrite(t *testing.T) {
+	w, _ := newWriter(t, true)
+	var items []*Item
+	for i := 0; i < 6; i++ {
+		items = append(items, &Item{Topic: "fresh", QueueID: -1, Msgs: []protocol.Message{msg(fmt.Sprint(i))}})
+	}
+	res := w.Write(t0, map[string]storage.TopicConfig{}, items)
+	if len(res.Created) != 1 || res.Created[0].TopicName != "fresh" || res.Created[0].WriteQueueNums != 4 {
+		t.Fatalf("created %+v", res.Created)
+	}
+	for i, o := range res.Outcomes {
+		sr := o.Fields.(*protocol.SendResponse)
+		if sr.QueueID != int32(i%4) || sr.QueueOffset != int64(i/4) {
+			t.Fatalf("item %d: queue %d offset %d", i, sr.QueueID, sr.QueueOffset)
+		}
+	}
+}
+
+// A delayed send is stored in the schedule topic, and its answer names the
+// real topic's queue (defect: it named the schedule queue) with the offset
+// in the schedule queue (PROTOCOL.md 10.3).
+func TestDelayedSendAnswersTheRealQueue(t *testing.T) {
+	w, st := newWriter(t, true)
+	topics := map[string]storage.TopicConfig{"t": {TopicName: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}}
+	items := []*Item{
+		{Topic: "t", QueueID: 2, Msgs: []protocol.Message{msg("lvl2", protocol.PropertyDelay, "2")}},
+		{Topic: "t", QueueID: 3, Msgs: []protocol.Message{msg("abs", protocol.PropertyTimerDeliverMs, fmt.Sprint(t0.Add(time.Hour).UnixMilli()))}},
+		{Topic: "t", QueueID: 1, Msgs: []protocol.Message{msg("past", protocol.PropertyTimerDeliverMs, fmt.Sprint(t0.Add(-time.Hour).UnixMilli()))}},
+	}
+	res := w.Write(t0, topics, items)
+	wantStored := []storage.QueueKey{{Topic: storage.ScheduleTopic, QueueID: 1}, {Topic: storage.ScheduleTopic, QueueID: 2}, {Topic: "t", QueueID: 1}}
+	for i, o := range res.Outcomes {
+		sr := o.Fields.(*protocol.SendResponse)
+		if sr.QueueID != items[i].QueueID || sr.QueueOffset != 0 {
+			t.Errorf("item %d answered queue %d offset %d, want the real queue %d", i, sr.QueueID, sr.QueueOffset, items[i].QueueID)
+		}
+		_, off, err := protocol.ParseOffsetMsgID(sr.MsgID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.CommitLog().ReadRecord(off, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (storage.QueueKey{Topic: string(rec.Topic), QueueID: rec.QueueID}); got != wantStored[i] {
+			t.Errorf("item %d stored in %v, want %v", i, got, wantStored[i])
+		}
+	}
+}
+
+// A batch is all or nothing: one bad message refuses the whole item, and
+// the other items of the write are stored.
+func TestBatchAllOrNothing(t *testing.T) {
+	w, st := newWriter(t, true)
+	good := &Item{Topic: "t", QueueID: 0, Batch: true, Msgs: []protocol.Message{msg("1"), msg("2")}}
+	bad := &Item{Topic: "t", QueueID: 0, Batch: true, Msgs: []protocol.Message{msg("3"), msg("4", protocol.PropertyDelay, "x")}}
+	res := w.Write(t0, map[string]storage.TopicConfig{}, []*Item{good, bad})
+	if !res.Outcomes[0].Stored || res.Outcomes[1].Stored || res.Stored != 2 {
+		t.Fatalf("outcomes %+v stored %d", res.Outcomes, res.Stored)
+	}
+	br := res.Outcomes[0].Fields.(*protocol.SendBatchResponse)
+	if len(br.MsgIDs) != 2 || br.QueueOffset != 0 || st.CommitLog().QueueOffset(storage.QueueKey{Topic: "t", QueueID: 0}) != 2 {
+		t.Fatalf("batch answer %+v", br)
 	}
 }
