@@ -1,13 +1,51 @@
-// Package actors holds the broker's behaviour as protoactor-go actors: the
-// supervisor, the CommitLogWriter, the FlushActor, one DispatchActor per
-// ConsumeQueue, the IndexActor, topic and consumer-offset managers, and later
-// replication and rebalancing.
+// Package actors holds the broker's behaviour: plain state machines
+// (the sub-packages), each inside a thin protoactor actor (this package).
 //
-// Contract: actors are thin shells over plain state machines. They reach time,
-// disk, network and scheduling only through the four seams (Clock, FS,
-// Transport, Dispatcher), never through time.Now, os, net or RequestFuture, so
-// the simulator can run them deterministically. Each piece of state has one
-// owner actor; there are no locks around actor state.
+// # Contract
 //
-// Imports: protocol, storage, protoactor. Never netio, gnet or sim.
+// A core is a plain Go type: no goroutines, no clock reads (time is an
+// input), no actor.Context, no sockets; inputs in, a Ready-style value out
+// (answers, timers to arm, I/O to run, messages for other actors). Cores
+// are tested on their own, in microseconds. An actor here is a short shell:
+// it feeds its core, runs what the core asks through the four seams (Clock,
+// FS, Transport, Dispatcher: Env), and forwards the outputs. Shells are
+// handed a *kit (answering, timers, background I/O, logging, planted
+// faults), their core's narrow dependencies, *pids (the other actors) and
+// *views (state published by its one owner for readers on other
+// goroutines); never the Broker. Each piece of state has one owner actor;
+// there are no locks around actor state.
+//
+// Answers are typed (Response, Records): the connection's codec (netio
+// holds Wharf's) encodes them, so a listener with another codec serves the
+// same actors. No actor encodes a frame.
+//
+// # Who decides what
+//
+//	file            actor            core (package)        decides
+//	broker.go       (transport)      -                     routing of a read burst; answers from published views
+//	writer.go       writer           writer.Writer         topic check, queue choice, delay diversion, the append
+//	                                 flush.Policy          when to fsync (group commit, or interval)
+//	                                 gate.Gate             when a send is answered, and with which status
+//	replication.go  writer           ha.Replicator         a master's slaves: divergence check, streaming, acks
+//	                                 ha.Follower           a slave's link: dial, append the master's bytes, report
+//	role.go         role             validRole             the broker's role; runs the delay scheduler on a master
+//	reput.go        reput            dispatch.Reput        what is visible, which queue gets which record, checkpoints
+//	dispatch.go     dispatch (1/q)   dispatch.Queue        pulls, long polls, read checks (dispatch.Topics)
+//	index.go        index            dispatch.Index/Query  index flush cadence, QUERY_MESSAGE limits
+//	topics.go       topics           meta.Topics           the topic table, topics.json
+//	offsets.go      offsets          meta.Offsets          consumer offsets, consumerOffset.json, commit acks
+//	groups.go       groups (1/group) rebalance.Coordinator membership, allocation, hand-over
+//	scheduler.go    scheduler        delay.Scheduler       re-storing due delayed messages, delayOffset.json
+//	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
+//	-               supervision      supervise             restart budget on the Clock; Env.Fatal beyond it
+//
+// The writer is the one owner of the CommitLog in every role: a master's
+// writer appends sends, a slave's appends its master's bytes; it flushes,
+// runs retention and answers sends through the gate. Keeping the log's end,
+// its flushed offset and the slaves' acknowledgements in one actor keeps
+// the gate's inputs in one owner (no cross-actor atomics) and saves a hop
+// on every SYNC_FLUSH and SYNC_MASTER answer.
+//
+// Imports: protocol, storage, rebalance, internal/invariant, protoactor.
+// Never netio, gnet or sim (internal/archtest holds it).
 package actors
