@@ -142,7 +142,9 @@ func (m *GroupMember) tick() {
 }
 
 func (m *GroupMember) onResponse(c *Conn, f *protocol.Frame) {
-	if !m.alive || m.cut {
+	// A member that left (Close) acts on nothing any more: an answer to a
+	// heartbeat it sent before unregistering must not make it consume.
+	if !m.alive || m.cut || m.stopped {
 		return
 	}
 	p := m.pend[f.Opaque]

@@ -114,6 +114,7 @@ var regressionSeeds = []struct {
 	{336, "a slave's segment-end filler carried stale bytes of an earlier batch"},
 	{749, "a disk stall injected during a longer one shortened it in the checker"},
 	{2139, "recovery of a slave whose log ended exactly at a segment's end dereferenced a missing segment"},
+	{379, "a simulated member that had left acted on the answer to a heartbeat it sent before unregistering"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
