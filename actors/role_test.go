@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage/vfs"
+)
+
+// validRole: which role changes are accepted, and the state they lead to.
+func TestValidRole(t *testing.T) {
+	master := roleState{role: RoleAsyncMaster, gen: 3}
+	slave := roleState{role: RoleSlave, master: "10.0.0.1:10912", brokerID: 2, gen: 5}
+	cases := []struct {
+		name string
+		cur  roleState
+		req  protocol.UpdateBrokerRoleRequest
+		want roleState
+		err  string
+	}{
+		{"master to sync master", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSyncMaster},
+			roleState{role: RoleSyncMaster, gen: 4}, ""},
+		{"master to slave gets brokerId 1", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:10912"},
+			roleState{role: RoleSlave, master: "h:10912", brokerID: 1, gen: 4}, ""},
+		{"master to slave with a chosen id", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:1", BrokerID: 7},
+			roleState{role: RoleSlave, master: "h:1", brokerID: 7, gen: 4}, ""},
+		{"slave keeps its id for another master", slave, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:2"},
+			roleState{role: RoleSlave, master: "h:2", brokerID: 2, gen: 6}, ""},
+		{"slave promoted gets id 0", slave, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleAsyncMaster},
+			roleState{role: RoleAsyncMaster, gen: 6}, ""},
+		{"slave without a master", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave}, master, "haMasterAddress"},
+		{"slave with a bad port", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:70000"}, master, "haMasterAddress"},
+		{"slave with a negative id", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:1", BrokerID: -1}, master, "brokerId"},
+		{"master with a master address", slave, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSyncMaster, HAMasterAddress: "h:1"}, slave, "no master"},
+		{"unknown role", master, protocol.UpdateBrokerRoleRequest{BrokerRole: "LEADER"}, master, "brokerRole"},
+	}
+	for _, c := range cases {
+		got, err := validRole(c.cur, &c.req)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: err %v, want one about %q", c.name, err, c.err)
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case got != c.want:
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// A running master becomes a slave and back, through UPDATE_BROKER_ROLE:
+// as a slave it refuses sends and reports its role; promoted again it
+// assigns queue offsets where the log left off.
+func TestRoleChangeAtRunTime(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), nil)
+	var sr protocol.SendResponse
+	for i := 0; i < 3; i++ {
+		h.ok(h.send(sendReq("t", 0, fmt.Sprint(i)))[0], &sr)
+	}
+	h.ok(h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "127.0.0.1:1"})[0], nil)
+	var info protocol.BrokerRuntimeInfo
+	h.ok(h.send(&protocol.GetBrokerRuntimeInfoRequest{})[0], &info)
+	if info.BrokerRole != RoleSlave || info.BrokerID != 1 {
+		t.Fatalf("after demotion: role %s id %d", info.BrokerRole, info.BrokerID)
+	}
+	if f := h.conn.await(t, h.send(sendReq("t", 0, "refused"))[0], 5*time.Second); f.Status != protocol.StatusNotMaster {
+		t.Fatalf("a slave answered a send with %v %q", f.Status, f.Remark)
+	}
+	f := h.conn.await(t, h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: "LEADER"})[0], 5*time.Second)
+	if f.Status != protocol.StatusInvalidParameter {
+		t.Fatalf("a bad role: %v", f.Status)
+	}
+	h.ok(h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSyncMaster})[0], nil)
+	h.ok(h.send(&protocol.GetBrokerRuntimeInfoRequest{})[0], &info)
+	if info.BrokerRole != RoleSyncMaster || info.BrokerID != 0 {
+		t.Fatalf("after promotion: role %s id %d", info.BrokerRole, info.BrokerID)
+	}
+	// SYNC_MASTER without a slave: stored, answered SLAVE_NOT_AVAILABLE;
+	// WAIT=false is answered OK at once, at the next queue offset.
+	if f := h.conn.await(t, h.send(sendReq("t", 0, "no slave"))[0], 5*time.Second); f.Status != protocol.StatusSlaveNotAvailable {
+		t.Fatalf("SYNC_MASTER without a slave: %v", f.Status)
+	}
+	h.ok(h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleAsyncMaster})[0], nil)
+	h.ok(h.send(sendReq("t", 0, "after"))[0], &sr)
+	if sr.QueueOffset != 4 {
+		t.Fatalf("queue offset after the role changes: %d, want 4 (3 sends, one SLAVE_NOT_AVAILABLE but stored)", sr.QueueOffset)
+	}
+}
