@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,6 +135,11 @@ func testStoreConfig() storage.Config {
 
 func startBroker(t *testing.T, fsys vfs.FS, mut func(*Config)) *harness {
 	t.Helper()
+	return startBrokerEnv(t, fsys, mut, Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() }})
+}
+
+func startBrokerEnv(t *testing.T, fsys vfs.FS, mut func(*Config), env Env) *harness {
+	t.Helper()
 	st, _, err := storage.Open(fsys, testStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +151,7 @@ func startBroker(t *testing.T, fsys vfs.FS, mut func(*Config)) *harness {
 	if mut != nil {
 		mut(&cfg)
 	}
-	b := New(cfg, Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() }}, st, protocol.DefaultLimits())
+	b := New(cfg, env, st, protocol.DefaultLimits())
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +325,25 @@ func TestWriterPanicRestarts(t *testing.T) {
 	h.ok(op, &pr)
 	if len(pr.Messages) != 2 {
 		t.Fatalf("after restart: %d messages", len(pr.Messages))
+	}
+}
+
+// An actor that keeps panicking is not silently stopped: beyond its
+// restart budget (10 a minute) the broker reports a fatal error.
+func TestWriterPanickingForGoodIsFatal(t *testing.T) {
+	fatal := make(chan error, 4)
+	h := startBrokerEnv(t, vfs.NewMem(), nil, Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() },
+		Fatal: func(err error) { fatal <- err }})
+	for i := 0; i < 11; i++ {
+		h.b.sys.Root.Send(h.b.p.writer, &panicForTest{})
+	}
+	select {
+	case err := <-fatal:
+		if !strings.Contains(err.Error(), "writer") {
+			t.Fatalf("fatal error does not name the actor: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("11 panics within a minute and no fatal error")
 	}
 }
 
