@@ -267,9 +267,16 @@ func TestTransferBatchSize(t *testing.T) {
 				t.Fatalf("sent up to %d, the log ends at %d", end, m.CommitLog().MaxOffset())
 			}
 			for _, tr := range trs {
-				last := tr.Offset + int64(len(tr.Data)) - 1
-				if len(tr.Data) > tt.max || tr.Offset/smallSeg != last/smallSeg {
-					t.Fatalf("transfer [%d, %d): want at most %d bytes within a segment", tr.Offset, last+1, tt.max)
+				end := tr.Offset + int64(len(tr.Data))
+				if len(tr.Data) > tt.max || tr.Offset/smallSeg != (end-1)/smallSeg {
+					t.Fatalf("transfer [%d, %d): want at most %d bytes within a segment", tr.Offset, end, tt.max)
+				}
+				if end%smallSeg == 0 || end == m.CommitLog().MaxOffset() {
+					continue
+				}
+				// Full: the next record would not have fitted.
+				if next := boundary(t, m, end+1) - end; len(tr.Data)+int(next) <= tt.max {
+					t.Fatalf("transfer [%d, %d) left out the next record of %d bytes (max %d)", tr.Offset, end, next, tt.max)
 				}
 			}
 		})
