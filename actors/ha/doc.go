@@ -14,6 +14,12 @@
 // heartbeats, housekeeping), appending what the master sends at the same
 // offsets, and reporting its log end, which acknowledges it.
 //
+// Invariants (internal/invariant, fatal when broken): a slave's
+// acknowledged offset never exceeds what was sent to it, and nothing is
+// sent past the master's log end (sent only grows, by the bytes of each
+// transfer); after an append a slave's log ends exactly where the
+// master's bytes end, so its report acknowledges only what it holds.
+//
 // Both are plain: no goroutines, no clock (now is an input), no sockets.
 // Peers are connection ids; what to send, close or dial comes out in a
 // Ready value the shell carries out. They read and append the log through

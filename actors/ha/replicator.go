@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/invariant"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
@@ -225,18 +226,23 @@ func (r *Replicator) Slaves() []protocol.SlaveInfo {
 // pump sends the slave what it lacks, keeping at most Window bytes
 // unacknowledged (the slave acknowledges every transfer).
 func (r *Replicator) pump(id uint64, p *peer) {
-	for p.sent < r.cl.MaxOffset() && p.sent-p.acked < Window {
+	end := r.cl.MaxOffset()
+	for p.sent < end && p.sent-p.acked < Window {
 		chunk, err := r.cl.ReadRecords(p.sent, max(r.cfg.TransferBatchSize, 4<<10))
 		if err != nil {
 			r.refuse(id, p.addr, fmt.Sprintf("cannot read the log at %d for the slave: %v", p.sent, err))
 			return
 		}
 		if len(chunk) == 0 {
-			return
+			break
 		}
-		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: r.cl.MaxOffset(), Data: chunk}})
+		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: end, Data: chunk}})
 		p.sent += int64(len(chunk))
 	}
+	// The gate counts a copy on the strength of acked: a slave cannot hold
+	// bytes it was never sent, and nothing past the log's end can be sent
+	// (the master's log never shrinks under its slaves).
+	invariant.Check3(p.acked <= p.sent && p.sent <= end, "ha: slave acked %d, sent %d, log end %d", p.acked, p.sent, end)
 }
 
 // ids returns the peers in connection order: the simulator needs the same
