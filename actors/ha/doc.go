@@ -5,7 +5,9 @@
 // decides where streaming starts, after checking that its log is a prefix
 // of the master's (same segment size, not longer, not before the master's
 // earliest offset, the same bytes over its last 4 KiB); any disagreement
-// refuses the slave with a reason the operator can act on. The Replicator
+// refuses the slave with a reason the operator can act on. Reports still
+// in flight on a connection it refused or closed are ignored until the
+// shell reports the connection gone. The Replicator
 // streams log records with at most Window bytes unacknowledged per slave,
 // closes slaves silent for HousekeepingInterval, and reports every slave's
 // acknowledged offset (Acked) to the acknowledgement gate.

@@ -305,6 +305,36 @@ func TestAckBeyondSent(t *testing.T) {
 	}
 }
 
+// TestClosingIgnored: reports still in flight on a connection the master
+// refused or closed are ignored until the connection is gone: a refused
+// slave does not start over as a new one on the same connection.
+func TestClosingIgnored(t *testing.T) {
+	m := master(t)
+	cfg := replConfig()
+	r := NewReplicator(cfg, m.CommitLog(), quiet)
+	empty := reportOf(t, openStore(t, smallSeg))
+	bad := *empty
+	bad.BrokerID = 0
+	r.Report(t0, 1, "s", &bad)  // refused ...
+	r.Report(t0, 1, "s", empty) // ... and the next report in its burst too
+	checkRefused(t, r.Ready(), 1, "brokerId 0")
+	r.Report(t0, 2, "s", empty)
+	end := contiguous(t, transfers(t, r.Ready().Sends, 2), 0)
+	r.Tick(t0.Add(cfg.HousekeepingInterval + 1)) // closes 2
+	r.Report(t0.Add(cfg.HousekeepingInterval+2), 2, "s", ack(end))
+	if rd := r.Ready(); len(rd.Closes) != 1 || len(rd.Sends) != 0 {
+		t.Fatalf("a report after the close: %+v", rd)
+	}
+	if acked, _ := r.Acked(nil); len(acked) != 0 {
+		t.Fatalf("closed slaves counted: %v", acked)
+	}
+	r.Gone(1)
+	r.Report(t0, 1, "s", empty) // once gone, an id is new again
+	if acked, _ := r.Acked(nil); len(acked) != 1 {
+		t.Fatalf("a new slave on a gone connection's id: acked %v", acked)
+	}
+}
+
 // connect makes ids new slaves that have the master's whole log.
 func connect(t *testing.T, r *Replicator, m *storage.Store, now time.Time, ids ...uint64) {
 	t.Helper()
