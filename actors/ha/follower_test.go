@@ -98,56 +98,65 @@ type dialError string
 
 func (e dialError) Error() string { return string(e) }
 
+// transferSetup is a master, a slave and where the master's transfers to
+// the slave start.
+type transferSetup struct {
+	master, slave *storage.Store
+	from          int64 // where the transfers start
+}
+
+// transferCase is one TestFollowerTransfer case.
+type transferCase struct {
+	name  string
+	setup func(t *testing.T) transferSetup
+	// damage changes the first transfer's bytes.
+	damage func(b []byte) []byte
+	close  string // a substring of the close's reason; "" the link stays
+	stop   bool   // replication stopped (no retry)
+}
+
+func transferCases() []transferCase {
+	return []transferCase{
+		{name: "empty log from the start", setup: func(t *testing.T) transferSetup {
+			return transferSetup{master(t), openStore(t, smallSeg), 0}
+		}},
+		{name: "empty log starts at the master's offset", setup: func(t *testing.T) transferSetup {
+			m := master(t)
+			clean(t, m)
+			return transferSetup{m, openStore(t, smallSeg), m.CommitLog().MinOffset()}
+		}},
+		{name: "log with a prefix", setup: func(t *testing.T) transferSetup {
+			m, s := master(t), openStore(t, smallSeg)
+			copyLog(t, m, s, boundary(t, m, smallSeg+3000))
+			return transferSetup{m, s, s.CommitLog().MaxOffset()}
+		}},
+		{name: "transfer behind the log's end", close: "transfer at 0, log ends at", setup: func(t *testing.T) transferSetup {
+			m, s := master(t), openStore(t, smallSeg)
+			copyLog(t, m, s, boundary(t, m, 5000))
+			return transferSetup{m, s, 0}
+		}},
+		{name: "transfer beyond the log's end", close: "log ends at", setup: func(t *testing.T) transferSetup {
+			m, s := master(t), openStore(t, smallSeg)
+			copyLog(t, m, s, boundary(t, m, 5000))
+			return transferSetup{m, s, boundary(t, m, 10000)}
+		}},
+		{name: "empty log, transfer within a segment", close: "start the empty log at the master's offset", stop: true,
+			setup: func(t *testing.T) transferSetup {
+				m := master(t)
+				return transferSetup{m, openStore(t, smallSeg), boundary(t, m, 1)}
+			}},
+		{name: "damaged bytes", close: "appending the master's bytes at 0", stop: true,
+			damage: func(b []byte) []byte { b = bytes.Clone(b); b[100] ^= 1; return b },
+			setup:  func(t *testing.T) transferSetup { return transferSetup{master(t), openStore(t, smallSeg), 0} }},
+	}
+}
+
 // TestFollowerTransfer: a transfer at the log's end appends the master's
 // bytes at the same offsets (an empty log starts where the master's
 // does) and reports the new end; one out of step closes the link; bytes
 // the log cannot take stop replication.
 func TestFollowerTransfer(t *testing.T) {
-	type setup struct {
-		master, slave *storage.Store
-		from          int64 // where the transfers start
-	}
-	tests := []struct {
-		name  string
-		setup func(t *testing.T) setup
-		// damage changes the first transfer's bytes.
-		damage func(b []byte) []byte
-		close  string // a substring of the close's reason; "" the link stays
-		stop   bool   // replication stopped (no retry)
-	}{
-		{name: "empty log from the start", setup: func(t *testing.T) setup {
-			return setup{master(t), openStore(t, smallSeg), 0}
-		}},
-		{name: "empty log starts at the master's offset", setup: func(t *testing.T) setup {
-			m := master(t)
-			clean(t, m)
-			return setup{m, openStore(t, smallSeg), m.CommitLog().MinOffset()}
-		}},
-		{name: "log with a prefix", setup: func(t *testing.T) setup {
-			m, s := master(t), openStore(t, smallSeg)
-			copyLog(t, m, s, boundary(t, m, smallSeg+3000))
-			return setup{m, s, s.CommitLog().MaxOffset()}
-		}},
-		{name: "transfer behind the log's end", close: "transfer at 0, log ends at", setup: func(t *testing.T) setup {
-			m, s := master(t), openStore(t, smallSeg)
-			copyLog(t, m, s, boundary(t, m, 5000))
-			return setup{m, s, 0}
-		}},
-		{name: "transfer beyond the log's end", close: "log ends at", setup: func(t *testing.T) setup {
-			m, s := master(t), openStore(t, smallSeg)
-			copyLog(t, m, s, boundary(t, m, 5000))
-			return setup{m, s, boundary(t, m, 10000)}
-		}},
-		{name: "empty log, transfer within a segment", close: "start the empty log at the master's offset", stop: true,
-			setup: func(t *testing.T) setup {
-				m := master(t)
-				return setup{m, openStore(t, smallSeg), boundary(t, m, 1)}
-			}},
-		{name: "damaged bytes", close: "appending the master's bytes at 0", stop: true,
-			damage: func(b []byte) []byte { b = bytes.Clone(b); b[100] ^= 1; return b },
-			setup:  func(t *testing.T) setup { return setup{master(t), openStore(t, smallSeg), 0} }},
-	}
-	for _, tt := range tests {
+	for _, tt := range transferCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			su := tt.setup(t)
 			m, s := su.master.CommitLog(), su.slave.CommitLog()

@@ -23,20 +23,24 @@ func master(t testing.TB) *storage.Store {
 	return st
 }
 
-// TestFirstReport: a new slave's first report decides where streaming
-// starts, or refuses the slave with HARefuse and a close, both with the
-// reason.
-func TestFirstReport(t *testing.T) {
-	lastSeg := func(m *storage.CommitLog) int64 { return m.MaxOffset() - m.MaxOffset()%m.SegmentSize() }
-	tests := []struct {
-		name    string
-		catchUp bool
-		// setup returns the master and the slave's first report.
-		setup func(t *testing.T) (*storage.Store, *protocol.HAReportRequest)
-		start func(m *storage.CommitLog) int64 // where streaming starts
-		// refused: a substring of the reason the slave is refused with.
-		refused string
-	}{
+// firstReportCase is a master and a new slave's first report.
+type firstReportCase struct {
+	name    string
+	catchUp bool
+	// setup returns the master and the slave's first report.
+	setup func(t *testing.T) (*storage.Store, *protocol.HAReportRequest)
+	start func(m *storage.CommitLog) int64 // where streaming starts
+	// refused: a substring of the reason the slave is refused with.
+	refused string
+}
+
+func lastSeg(m *storage.CommitLog) int64 { return m.MaxOffset() - m.MaxOffset()%m.SegmentSize() }
+
+func firstReportCases() []firstReportCase { return append(acceptedCases(), refusedCases()...) }
+
+// acceptedCases are slaves whose logs are prefixes of the master's.
+func acceptedCases() []firstReportCase {
+	return []firstReportCase{
 		{name: "empty slave starts at the master's first offset",
 			setup: func(t *testing.T) (*storage.Store, *protocol.HAReportRequest) {
 				return master(t), reportOf(t, openStore(t, smallSeg))
@@ -83,6 +87,12 @@ func TestFirstReport(t *testing.T) {
 				return m, reportOf(t, s)
 			},
 			start: func(m *storage.CommitLog) int64 { return m.MinOffset() }},
+	}
+}
+
+// refusedCases are slaves the master must refuse.
+func refusedCases() []firstReportCase {
+	return []firstReportCase{
 		{name: "brokerId 0 is a master's", refused: "brokerId 0 is not a slave's",
 			setup: func(t *testing.T) (*storage.Store, *protocol.HAReportRequest) {
 				r := reportOf(t, openStore(t, smallSeg))
@@ -133,7 +143,13 @@ func TestFirstReport(t *testing.T) {
 				return m, r
 			}},
 	}
-	for _, tt := range tests {
+}
+
+// TestFirstReport: a new slave's first report decides where streaming
+// starts, or refuses the slave with HARefuse and a close, both with the
+// reason.
+func TestFirstReport(t *testing.T) {
+	for _, tt := range firstReportCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			m, rep := tt.setup(t)
 			cfg := replConfig()
