@@ -16,6 +16,11 @@
 //     answers.
 //   - Flush: at most one owner flush at a time, with retention waiting for it.
 //
+// Invariants (internal/invariant, fatal when broken): the reput position
+// never moves back nor past what is visible; a checkpoint barrier gets at
+// most one answer per owner; a held pull always has a tick armed by its
+// deadline, and leaves the held set once.
+//
 // Contract: no goroutines, no clock (time is an argument), no actor
 // context, no I/O but reads of the store's plain data structures through
 // the narrow interfaces Source, Log and QuerySource. Outputs are values

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/invariant"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
@@ -139,6 +140,7 @@ func (q *Queue) serve(now time.Time) Ready {
 	if len(q.held) == 0 {
 		return rd
 	}
+	n := len(q.held)
 	keep := q.held[:0]
 	var earliest time.Time
 	for _, h := range q.held {
@@ -160,11 +162,17 @@ func (q *Queue) serve(now time.Time) Ready {
 		}
 		keep = append(keep, h)
 	}
+	// Every held pull leaves once (dropped or answered) or stays: none is
+	// answered twice, none is lost unanswered.
+	invariant.Check(len(rd.Dropped)+len(rd.Answers)+len(keep) == n, "dispatch: a held pull was answered twice or lost")
 	clear(q.held[len(keep):])
 	q.held = keep
 	if !earliest.IsZero() {
 		rd.Arm = q.arm(earliest)
 	}
+	// A held pull must have a tick armed by its deadline, or it would wait
+	// unanswered past it (until the next append, maybe forever).
+	invariant.Check(len(keep) == 0 || !q.armed.IsZero() && !q.armed.After(earliest), "dispatch: a held pull has no tick armed by its deadline")
 	return rd
 }
 

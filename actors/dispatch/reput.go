@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wharfmq/wharf/internal/invariant"
 	"github.com/wharfmq/wharf/storage"
 )
 
@@ -119,6 +120,10 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 		b.Queues = append(b.Queues, QueueBatch{Key: k, Reqs: perQueue[k]})
 	}
 	r.lastBatch = len(b.All)
+	// Queue owners and the checkpoint trust the position: moving it back
+	// would dispatch records twice, past visible would show consumers
+	// records the broker could still lose (SYNC_FLUSH).
+	invariant.Check3(next >= r.pos && next <= r.visible, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, r.visible)
 	r.pos = next
 	return b, err
 }
@@ -153,6 +158,9 @@ func (r *Reput) Ack(a Ack) (Checkpoint, bool) {
 	} else if a.Mark.Key.Topic != "" {
 		r.marks = append(r.marks, a.Mark)
 	}
+	// Each owner answers a barrier once; one answer too many would have
+	// let the checkpoint cover an owner that had not flushed.
+	invariant.Check1(r.waiting > 0, "dispatch: checkpoint barrier %d answered more times than it has owners", a.ID)
 	if r.waiting--; r.waiting > 0 {
 		return Checkpoint{}, false
 	}

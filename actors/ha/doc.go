@@ -5,7 +5,9 @@
 // decides where streaming starts, after checking that its log is a prefix
 // of the master's (same segment size, not longer, not before the master's
 // earliest offset, the same bytes over its last 4 KiB); any disagreement
-// refuses the slave with a reason the operator can act on. The Replicator
+// refuses the slave with a reason the operator can act on. Reports still
+// in flight on a connection it refused or closed are ignored until the
+// shell reports the connection gone. The Replicator
 // streams log records with at most Window bytes unacknowledged per slave,
 // closes slaves silent for HousekeepingInterval, and reports every slave's
 // acknowledged offset (Acked) to the acknowledgement gate.
@@ -13,6 +15,12 @@
 // Follower is the slave's side: the link to its master (dial, backoff,
 // heartbeats, housekeeping), appending what the master sends at the same
 // offsets, and reporting its log end, which acknowledges it.
+//
+// Invariants (internal/invariant, fatal when broken): a slave's
+// acknowledged offset never exceeds what was sent to it, and nothing is
+// sent past the master's log end (sent only grows, by the bytes of each
+// transfer); after an append a slave's log ends exactly where the
+// master's bytes end, so its report acknowledges only what it holds.
 //
 // Both are plain: no goroutines, no clock (now is an input), no sockets.
 // Peers are connection ids; what to send, close or dial comes out in a

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/invariant"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
@@ -173,6 +174,11 @@ func (f *Follower) transfer(m *protocol.HATransferRequest) bool {
 		f.fail(fmt.Sprintf("appending the master's bytes at %d: %v", m.Offset, err))
 		return false
 	}
+	// The report that follows acknowledges the log's end to the master: it
+	// must be exactly where the master's bytes end, or the slave would
+	// acknowledge bytes it does not hold (or hold bytes at other offsets).
+	invariant.Check2(cl.MaxOffset() == m.Offset+int64(len(m.Data)), "ha: the slave's log ends at %d after the master's bytes up to %d",
+		cl.MaxOffset(), m.Offset+int64(len(m.Data)))
 	f.rd.Appended = true
 	if lag := m.MasterMaxOffset - cl.MaxOffset(); lag > 64<<20 && cl.MaxOffset()/(256<<20) != m.Offset/(256<<20) {
 		f.log.Info("slave catching up", "offset", cl.MaxOffset(), "master_end", m.MasterMaxOffset, "lag_bytes", lag)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/invariant"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 )
@@ -60,17 +61,21 @@ type peer struct {
 
 // Replicator is the master's replication core.
 type Replicator struct {
-	cfg      ReplicatorConfig
-	cl       *storage.CommitLog
-	log      *slog.Logger
-	peers    map[uint64]*peer
+	cfg   ReplicatorConfig
+	cl    *storage.CommitLog
+	log   *slog.Logger
+	peers map[uint64]*peer
+	// closing: connections this replicator refused or closed, until the
+	// shell reports them gone. Reports still in flight on them are
+	// ignored: a refused slave must not start over as a new one.
+	closing  map[uint64]struct{}
 	lastMeta time.Time
 	rd       ReplicatorReady
 }
 
 // NewReplicator returns the replicator of the master's log cl.
 func NewReplicator(cfg ReplicatorConfig, cl *storage.CommitLog, log *slog.Logger) *Replicator {
-	return &Replicator{cfg: cfg, cl: cl, log: log, peers: map[uint64]*peer{}}
+	return &Replicator{cfg: cfg, cl: cl, log: log, peers: map[uint64]*peer{}, closing: map[uint64]struct{}{}}
 }
 
 // Ready returns what to do since the last call; valid until the next call
@@ -82,8 +87,12 @@ func (r *Replicator) Ready() ReplicatorReady {
 }
 
 // Report handles a slave's report: the first one on a connection decides
-// where streaming starts; later ones acknowledge bytes.
+// where streaming starts; later ones acknowledge bytes. Reports on a
+// connection being closed are ignored.
 func (r *Replicator) Report(now time.Time, id uint64, addr string, m *protocol.HAReportRequest) {
+	if _, ok := r.closing[id]; ok {
+		return
+	}
 	p := r.peers[id]
 	if p == nil {
 		start, reason := r.start(m)
@@ -137,7 +146,7 @@ func (r *Replicator) start(m *protocol.HAReportRequest) (int64, string) {
 func (r *Replicator) refuse(id uint64, addr, reason string) {
 	r.log.Error("refusing slave", "slave", addr, "reason", reason)
 	r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HARefuseRequest{Reason: reason}})
-	r.rd.Closes = append(r.rd.Closes, Close{Peer: id, Reason: reason})
+	r.close(id, reason)
 	if _, ok := r.peers[id]; ok {
 		delete(r.peers, id)
 		r.rd.Progress = true
@@ -146,6 +155,7 @@ func (r *Replicator) refuse(id uint64, addr, reason string) {
 
 // Gone reports a closed slave connection.
 func (r *Replicator) Gone(id uint64) {
+	delete(r.closing, id)
 	if p := r.peers[id]; p != nil {
 		delete(r.peers, id)
 		r.log.Warn("slave disconnected", "slave", p.addr, "acked", p.acked)
@@ -167,7 +177,7 @@ func (r *Replicator) Tick(now time.Time) {
 		p := r.peers[id]
 		if now.Sub(p.lastHeard) > r.cfg.HousekeepingInterval {
 			r.log.Warn("slave silent too long; closing", "slave", p.addr)
-			r.rd.Closes = append(r.rd.Closes, Close{Peer: id, Reason: "no report within haHousekeepingInterval"})
+			r.close(id, "no report within haHousekeepingInterval")
 			delete(r.peers, id)
 		}
 	}
@@ -188,10 +198,17 @@ func (r *Replicator) Broadcast(req protocol.Request) {
 // CloseAll closes every slave (this broker stops being a master).
 func (r *Replicator) CloseAll(reason string) {
 	for _, id := range r.ids() {
-		r.rd.Closes = append(r.rd.Closes, Close{Peer: id, Reason: reason})
+		r.close(id, reason)
 		delete(r.peers, id)
 	}
 	r.rd.Progress = true
+}
+
+// close asks the shell to close connection id and ignores it until it
+// is gone.
+func (r *Replicator) close(id uint64, reason string) {
+	r.rd.Closes = append(r.rd.Closes, Close{Peer: id, Reason: reason})
+	r.closing[id] = struct{}{}
 }
 
 // Acked appends each slave's acknowledged offset to dst (in connection
@@ -225,18 +242,23 @@ func (r *Replicator) Slaves() []protocol.SlaveInfo {
 // pump sends the slave what it lacks, keeping at most Window bytes
 // unacknowledged (the slave acknowledges every transfer).
 func (r *Replicator) pump(id uint64, p *peer) {
-	for p.sent < r.cl.MaxOffset() && p.sent-p.acked < Window {
+	end := r.cl.MaxOffset()
+	for p.sent < end && p.sent-p.acked < Window {
 		chunk, err := r.cl.ReadRecords(p.sent, max(r.cfg.TransferBatchSize, 4<<10))
 		if err != nil {
 			r.refuse(id, p.addr, fmt.Sprintf("cannot read the log at %d for the slave: %v", p.sent, err))
 			return
 		}
 		if len(chunk) == 0 {
-			return
+			break
 		}
-		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: r.cl.MaxOffset(), Data: chunk}})
+		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: end, Data: chunk}})
 		p.sent += int64(len(chunk))
 	}
+	// The gate counts a copy on the strength of acked: a slave cannot hold
+	// bytes it was never sent, and nothing past the log's end can be sent
+	// (the master's log never shrinks under its slaves).
+	invariant.Check3(p.acked <= p.sent && p.sent <= end, "ha: slave acked %d, sent %d, log end %d", p.acked, p.sent, end)
 }
 
 // ids returns the peers in connection order: the simulator needs the same

@@ -109,6 +109,10 @@ func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, ite
 	w.res.AppendErr = err
 	w.res.Stored = len(out)
 	for _, r := range out {
+		// toStore ran CheckMessage on every message: the log refuses one
+		// only for a storage error, which ends the batch (err), never
+		// with a per-message result the outcomes would read as stored.
+		invariant.Check(r.Err == nil, "writer: the log refused a message CheckMessage accepted")
 		w.res.Bytes += int64(r.Size)
 	}
 	for i, it := range items {

@@ -3,6 +3,7 @@ package writer
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,5 +214,39 @@ func TestBatchAllOrNothing(t *testing.T) {
 	br := res.Outcomes[0].Fields.(*protocol.SendBatchResponse)
 	if len(br.MsgIDs) != 2 || br.QueueOffset != 0 || st.CommitLog().QueueOffset(storage.QueueKey{Topic: "t", QueueID: 0}) != 2 {
 		t.Fatalf("batch answer %+v", br)
+	}
+}
+
+// TestOversizedRefusedBeforeAppend: a message above maxMessageSize is
+// refused by CheckMessage before the append, and takes its whole batch
+// with it; the log never sees it. The writer's invariant (no per-message
+// refusal from the log) rests on this; it guards a bug (CheckMessage and
+// the append disagreeing on a message's size) and cannot be provoked
+// through Write.
+func TestOversizedRefusedBeforeAppend(t *testing.T) {
+	cfg := storage.DefaultConfig("/s")
+	cfg.MappedFileSizeCommitLog = 64 << 10
+	cfg.MaxMessageSize = 4 << 10
+	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	st, _, err := storage.Open(vfs.NewMem(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w := New(Config{StoreHost: cfg.StoreHost}, st)
+	topics := map[string]storage.TopicConfig{"t": {TopicName: "t", ReadQueueNums: 1, WriteQueueNums: 1, Perm: storage.PermRead | storage.PermWrite}}
+	small, big := protocol.Message{Body: make([]byte, 100)}, protocol.Message{Body: make([]byte, 5<<10)}
+	items := []*Item{
+		{Topic: "t", QueueID: 0, Msgs: []protocol.Message{small}},
+		{Topic: "t", QueueID: 0, Msgs: []protocol.Message{small, big}, Batch: true},
+		{Topic: "t", QueueID: 0, Msgs: []protocol.Message{small}},
+	}
+	res := w.Write(time.Unix(1_700_000_000, 0), topics, items)
+	got := []protocol.Status{res.Outcomes[0].Status, res.Outcomes[1].Status, res.Outcomes[2].Status}
+	if want := []protocol.Status{protocol.StatusOK, protocol.StatusMessageIllegal, protocol.StatusOK}; !slices.Equal(got, want) || res.Stored != 2 || res.AppendErr != nil {
+		t.Fatalf("statuses %v (want %v), %d stored, append error %v", got, want, res.Stored, res.AppendErr)
+	}
+	if end := st.CommitLog().MaxOffset(); res.Outcomes[2].End != end || res.Bytes != end {
+		t.Fatalf("the last send ends at %d, %d bytes stored, the log ends at %d", res.Outcomes[2].End, res.Bytes, end)
 	}
 }
