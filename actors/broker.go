@@ -123,7 +123,9 @@ func (b *Broker) Start() error {
 	})
 	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial}
 	start := b.startRole()
-	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, start) })
+	// A restarted writer takes the role in force, not the one the broker
+	// started with: the role may have changed at run time.
+	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, b.v.currentRole()) })
 	b.p.role = spawn("role", func() actor.Actor {
 		return &roleActor{k: b.k, p: b.p, v: b.v, cur: start, scheduler: b.childProps(b.newScheduler)}
 	})

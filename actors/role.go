@@ -25,7 +25,7 @@ type roleState struct {
 	role     string
 	master   string // a slave's master, host:haListenPort
 	brokerID int64
-	gen      int // counts role changes: a dial or timer of an older role is stale
+	gen      int // set by the writer (views.nextGen): a dial or timer of an older role is stale
 }
 
 func (r roleState) slave() bool { return r.role == RoleSlave }
@@ -53,7 +53,7 @@ type roleMsg struct {
 
 // validRole checks a requested role change against the current role.
 func validRole(cur roleState, req *protocol.UpdateBrokerRoleRequest) (roleState, error) {
-	next := roleState{role: req.BrokerRole, brokerID: cur.brokerID, gen: cur.gen + 1}
+	next := roleState{role: req.BrokerRole, brokerID: cur.brokerID}
 	switch req.BrokerRole {
 	case RoleAsyncMaster, RoleSyncMaster:
 		if req.HAMasterAddress != "" {
@@ -118,6 +118,8 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 		a.fol, a.link = nil, nil
 	}
 	a.role = m.to
+	a.role.gen = a.v.nextGen()
+	a.v.publishRole(a.role)
 	// Enter the new one's.
 	switch {
 	case m.to.slave():
@@ -130,7 +132,7 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	}
 	a.drainGate()
 	a.k.log.Info("broker role changed", "from", from.role, "to", m.to.role, "master", m.to.master, "brokerId", m.to.brokerID)
-	ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: m.to})
+	ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: a.role})
 }
 
 // roleActor is the role supervisor: it owns the broker's role, carries out
@@ -148,7 +150,9 @@ type roleActor struct {
 func (r *roleActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.v.publishRole(r.cur)
+		// A restarted supervisor takes the role in force (the writer
+		// publishes each role it takes).
+		r.cur = r.v.currentRole()
 		if !r.cur.slave() {
 			r.startScheduler(ctx)
 		}
@@ -157,7 +161,6 @@ func (r *roleActor) Receive(ctx actor.Context) {
 	case *roleSet:
 		r.changing = false
 		r.cur = m.to
-		r.v.publishRole(m.to)
 		ctx.Send(r.p.topics, &topicsRole{slave: m.to.slave()})
 		switch {
 		case m.to.slave() && !m.from.slave():

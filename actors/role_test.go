@@ -12,8 +12,8 @@ import (
 
 // validRole: which role changes are accepted, and the state they lead to.
 func TestValidRole(t *testing.T) {
-	master := roleState{role: RoleAsyncMaster, gen: 3}
-	slave := roleState{role: RoleSlave, master: "10.0.0.1:10912", brokerID: 2, gen: 5}
+	master := roleState{role: RoleAsyncMaster}
+	slave := roleState{role: RoleSlave, master: "10.0.0.1:10912", brokerID: 2}
 	cases := []struct {
 		name string
 		cur  roleState
@@ -22,15 +22,15 @@ func TestValidRole(t *testing.T) {
 		err  string
 	}{
 		{"master to sync master", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSyncMaster},
-			roleState{role: RoleSyncMaster, gen: 4}, ""},
+			roleState{role: RoleSyncMaster}, ""},
 		{"master to slave gets brokerId 1", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:10912"},
-			roleState{role: RoleSlave, master: "h:10912", brokerID: 1, gen: 4}, ""},
+			roleState{role: RoleSlave, master: "h:10912", brokerID: 1}, ""},
 		{"master to slave with a chosen id", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:1", BrokerID: 7},
-			roleState{role: RoleSlave, master: "h:1", brokerID: 7, gen: 4}, ""},
+			roleState{role: RoleSlave, master: "h:1", brokerID: 7}, ""},
 		{"slave keeps its id for another master", slave, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:2"},
-			roleState{role: RoleSlave, master: "h:2", brokerID: 2, gen: 6}, ""},
+			roleState{role: RoleSlave, master: "h:2", brokerID: 2}, ""},
 		{"slave promoted gets id 0", slave, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleAsyncMaster},
-			roleState{role: RoleAsyncMaster, gen: 6}, ""},
+			roleState{role: RoleAsyncMaster}, ""},
 		{"slave without a master", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave}, master, "haMasterAddress"},
 		{"slave with a bad port", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:70000"}, master, "haMasterAddress"},
 		{"slave with a negative id", master, protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "h:1", BrokerID: -1}, master, "brokerId"},
@@ -86,5 +86,21 @@ func TestRoleChangeAtRunTime(t *testing.T) {
 	h.ok(h.send(sendReq("t", 0, "after"))[0], &sr)
 	if sr.QueueOffset != 4 {
 		t.Fatalf("queue offset after the role changes: %d, want 4 (3 sends, one SLAVE_NOT_AVAILABLE but stored)", sr.QueueOffset)
+	}
+}
+
+// A writer restarted after a panic resumes the role in force, not the one
+// the broker started with.
+func TestRestartedWriterKeepsTheRoleInForce(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), nil)
+	h.ok(h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "127.0.0.1:1"})[0], nil)
+	h.b.sys.Root.Send(h.b.p.writer, &panicForTest{})
+	if f := h.conn.await(t, h.send(sendReq("t", 0, "x"))[0], 5*time.Second); f.Status != protocol.StatusNotMaster {
+		t.Fatalf("after the writer's restart a slave answered a send with %v", f.Status)
+	}
+	var info protocol.BrokerRuntimeInfo
+	h.ok(h.send(&protocol.GetBrokerRuntimeInfoRequest{})[0], &info)
+	if info.BrokerRole != RoleSlave {
+		t.Fatalf("role %s after the writer's restart", info.BrokerRole)
 	}
 }

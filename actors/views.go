@@ -19,8 +19,13 @@ type views struct {
 	// bounds are each queue's min and max offsets, published by the
 	// queue's DispatchActor.
 	bounds sync.Map // storage.QueueKey -> *queueBounds
-	// role is the broker's role, published by the role supervisor.
+	// role is the broker's role, published by the writer as it takes one
+	// (the role supervisor publishes the first), so a restarted writer
+	// resumes the role in force. gens numbers the writer's roles: a dial
+	// or timer of an earlier role, or of an earlier incarnation of the
+	// writer, is recognised as stale.
 	role atomic.Pointer[roleState]
+	gens atomic.Int64
 	// slaves describe a master's slaves; haStatus and masterMax a slave's
 	// link. Published by the writer.
 	slaves    atomic.Pointer[[]protocol.SlaveInfo]
@@ -29,6 +34,9 @@ type views struct {
 }
 
 func (v *views) publishRole(r roleState) { v.role.Store(&r) }
+
+// nextGen returns a role generation never returned before.
+func (v *views) nextGen() int { return int(v.gens.Add(1)) }
 
 // currentRole returns the broker's role.
 func (v *views) currentRole() roleState {

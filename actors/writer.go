@@ -122,6 +122,7 @@ func (a *writerActor) Receive(ctx actor.Context) {
 
 func (a *writerActor) start(ctx actor.Context) {
 	a.self = ctx.Self()
+	a.role.gen = a.v.nextGen()
 	cl := a.st.CommitLog()
 	now := a.k.now()
 	a.w = writer.New(writer.Config{StoreHost: a.cfg.StoreHost, AutoCreateTopicEnable: a.cfg.AutoCreateTopicEnable,
