@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,5 +323,79 @@ func TestE2ERoleDemoteUnderLoad(t *testing.T) {
 	ap := e2eProducer(t, a.addr, client.WithRetries(0))
 	if res, err := ap.Send(ctx, e2eMessage(topic, "a-again"), client.ToQueue(0)); err != nil || res.QueueOffset != q0 {
 		t.Errorf("send to A made a master again: %+v, %v; want queue 0 offset %d", res, err, q0)
+	}
+}
+
+// TestE2ERoleDemoteSyncMasterWaiters: a SYNC_MASTER whose slave is stalled
+// (SIGSTOP) holds its sends waiting for the copy; demoting it answers them
+// at once FLUSH_SLAVE_TIMEOUT, saying the role changed, long before
+// slaveTimeout. They stay stored in its log, and later sends are NOT_MASTER.
+func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
+	t.Parallel()
+	const topic, waiters = "waiters", 8
+	haA := haFreePort(t)
+	a := startHAMaster(t, t.TempDir(), "SYNC_MASTER", haA, "--slaveTimeout", "8000")
+	s := startHASlave(t, t.TempDir(), haA)
+	ctx := e2eCtx(t, time.Minute)
+	e2eCreateTopic(t, ctx, e2eAdmin(t, a.addr), topic, 2)
+	haWaitCaughtUp(t, a, s, 10*time.Second)
+	sent := map[string]roleSent{}
+	roleProduce(t, ctx, a.addr, topic, "copied", 20, sent)
+	haWaitCaughtUp(t, a, s, 10*time.Second)
+
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) })
+	before, err := haInfo(a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e2eProducer(t, a.addr, client.WithRetries(0), client.WithTimeout(20*time.Second), client.WithSendCoalescing(false))
+	start := time.Now()
+	errs := make([]error, waiters)
+	results := make([]client.SendResult, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = p.Send(ctx, e2eMessage(topic, fmt.Sprintf("waiting-%d", i)))
+		}()
+	}
+	// Stored means waiting for the stalled slave's copy.
+	if !waitFor(5*time.Second, func() bool {
+		info, err := haInfo(a.addr)
+		return err == nil && info.MsgPutTotal >= before.MsgPutTotal+waiters
+	}) {
+		t.Fatalf("the %d sends were not stored within 5 s", waiters)
+	}
+	rep := roleSet(t, a.addr, "--set", "SLAVE", "--master", "127.0.0.1:"+strconv.Itoa(haFreePort(t)))
+	if rep.Role != "SLAVE" {
+		t.Fatalf("demotion: %+v", rep)
+	}
+	if !waitGroupTimeout(&wg, 5*time.Second) {
+		t.Fatal("the waiting sends were not answered within 5 s of the demotion")
+	}
+	if d := time.Since(start); d >= 8*time.Second {
+		t.Errorf("the waiting sends took %v: answered by slaveTimeout, not by the demotion", d)
+	}
+	for i, err := range errs {
+		if !errorsIsAny(err, client.ErrFlushSlaveTimeout) || results[i].Status != protocol.StatusFlushSlaveTimeout ||
+			!strings.Contains(err.Error(), "role changed to SLAVE before") {
+			t.Errorf("waiting send %d: %+v, %v; want FLUSH_SLAVE_TIMEOUT, role changed to SLAVE", i, results[i], err)
+		}
+	}
+	if _, err := p.Send(ctx, e2eMessage(topic, "after")); !errorsIsAny(err, client.ErrNotMaster) {
+		t.Errorf("send after the demotion: %v; want NOT_MASTER", err)
+	}
+	got := e2eReadAll(t, ctx, a.addr, topic)
+	for i := range waiters {
+		if _, ok := got[fmt.Sprintf("waiting-%d", i)]; !ok {
+			t.Errorf("waiting-%d, answered FLUSH_SLAVE_TIMEOUT (stored, unconfirmed), is not in the log", i)
+		}
+	}
+	if len(got) != len(sent)+waiters {
+		t.Errorf("the demoted broker holds %d messages, want %d", len(got), len(sent)+waiters)
 	}
 }
