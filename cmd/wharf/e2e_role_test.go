@@ -399,3 +399,77 @@ func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
 		t.Errorf("the demoted broker holds %d messages, want %d", len(got), len(sent)+waiters)
 	}
 }
+
+// TestE2ERoleEmptyMasterJoinsMidLog: a new, empty master made a slave of a
+// master that streams from its last segment (haSlaveCatchUpFromLastSegment)
+// starts its log there, catches up, and its store opens again after a stop
+// (the segment it had prepared at offset 0 must not stay behind).
+func TestE2ERoleEmptyMasterJoinsMidLog(t *testing.T) {
+	t.Parallel()
+	haM := haFreePort(t)
+	m := startHAMaster(t, t.TempDir(), "ASYNC_MASTER", haM, "--haSlaveCatchUpFromLastSegment=true")
+	ctx := e2eCtx(t, time.Minute)
+	e2eCreateTopic(t, ctx, e2eAdmin(t, m.addr), "big", 1)
+	p := e2eProducer(t, m.addr, client.WithRetries(0))
+	body := make([]byte, 32<<10)
+	for i := 0; ; i++ {
+		if _, err := p.Send(ctx, &protocol.Message{Topic: "big", Body: body}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if info, err := haInfo(m.addr); err == nil && info.CommitLogMaxOffset > 1<<20+64<<10 {
+			break
+		} else if i > 100 {
+			t.Fatalf("the log did not pass 1 MiB after %d sends: %+v, %v", i, info, err)
+		}
+	}
+	c := startHAMaster(t, t.TempDir(), "ASYNC_MASTER", haFreePort(t))
+	if rep := roleSet(t, c.addr, "--set", "SLAVE", "--master", "127.0.0.1:"+strconv.Itoa(haM)); rep.Role != "SLAVE" {
+		t.Fatalf("demotion: %+v", rep)
+	}
+	end := haWaitCaughtUp(t, m, c, 10*time.Second)
+	if info, err := haInfo(c.addr); err != nil || info.CommitLogMinOffset != 1<<20 {
+		t.Fatalf("slave log starts at %d, %v; want 1 MiB (the master's last segment)", info.CommitLogMinOffset, err)
+	}
+	haWaitTopic(t, c.addr, "big", 10*time.Second)
+	want, err := e2eAdmin(t, m.addr).GetMaxOffset(ctx, "big", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleReadTail(t, ctx, c.addr, "big", want)
+	if code, _ := c.stop(syscall.SIGTERM, 15*time.Second); code != 0 {
+		t.Fatalf("slave exited %d after SIGTERM", code)
+	}
+	c = c.restart()
+	if info, err := haInfo(c.addr); err != nil || info.CommitLogMinOffset != 1<<20 || info.CommitLogMaxOffset != end {
+		t.Fatalf("restarted: log [%d, %d), %v; want [%d, %d)", info.CommitLogMinOffset, info.CommitLogMaxOffset, err, 1<<20, end)
+	}
+	roleReadTail(t, ctx, c.addr, "big", want)
+}
+
+// roleReadTail pulls queue 0 of topic on addr from its min offset, which
+// must be above 0 (the log starts mid-way), to max: every offset once.
+func roleReadTail(t *testing.T, ctx context.Context, addr, topic string, max int64) {
+	t.Helper()
+	a := e2eAdmin(t, addr)
+	var from int64
+	if !waitFor(10*time.Second, func() bool {
+		var err error
+		from, err = a.GetMinOffset(ctx, topic, 0)
+		return err == nil && from > 0
+	}) {
+		t.Fatalf("%s: queue 0 of %s has min offset %d; want > 0", addr, topic, from)
+	}
+	pc := e2ePuller(t, addr, "tail-reader")
+	for off := from; off < max; {
+		res, err := pc.Pull(ctx, topic, 0, off, 32, client.PullOptions{})
+		if err != nil || res.Status != protocol.PullFound || len(res.Messages) == 0 {
+			t.Fatalf("%s: pull %s[0] at %d (queue [%d, %d)): %+v, %v", addr, topic, off, from, max, res.Status, err)
+		}
+		for _, m := range res.Messages {
+			if m.QueueOffset != off {
+				t.Fatalf("%s: pull %s[0]: offset %d, want %d", addr, topic, m.QueueOffset, off)
+			}
+			off++
+		}
+	}
+}
