@@ -125,6 +125,7 @@ func (r *reputActor) queue(ctx actor.Context, k storage.QueueKey) *actor.PID {
 // dispatch hands every visible record not yet dispatched to its queue and
 // the index.
 func (r *reputActor) dispatch(ctx actor.Context) {
+	r.core.LogStart(r.store.CommitLog().MinOffset())
 	if !r.core.Pending() {
 		return
 	}

@@ -344,13 +344,15 @@ func (a *writerActor) adopt(m *segmentPrepared) {
 		a.k.log.Warn("preparing the next commitlog segment failed; the writer will create it when needed", "err", m.err)
 		return
 	}
-	if a.role.slave() {
-		// Became a slave while it was prepared: the follower rolls
-		// segments itself.
-		return
-	}
+	// Adopted even if the broker became a slave while it was prepared:
+	// AdoptSegment discards it unless it is still the next segment, which
+	// the follower's roll then takes. Dropping it here instead would leak
+	// an open, preallocated file under its temporary name.
 	if err := a.st.CommitLog().AdoptSegment(m.seg); err != nil {
 		a.k.log.Warn("adopting a prepared commitlog segment failed", "err", err)
+	}
+	if a.role.slave() {
+		return
 	}
 	if warm := a.st.CommitLog().WarmAhead(); warm != nil {
 		a.k.runIO(warm) // the window may reach into the new segment

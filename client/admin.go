@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -178,4 +180,61 @@ func (a *Admin) RuntimeInfo(ctx context.Context) (protocol.BrokerRuntimeInfo, er
 	var info protocol.BrokerRuntimeInfo
 	_, err := a.c.do(ctx, &protocol.GetBrokerRuntimeInfoRequest{}, &info, a.o.timeout)
 	return info, err
+}
+
+// Broker roles, for UpdateBrokerRole.
+const (
+	RoleAsyncMaster = "ASYNC_MASTER"
+	RoleSyncMaster  = "SYNC_MASTER"
+	RoleSlave       = "SLAVE"
+)
+
+// UpdateBrokerRole turns the broker, while it runs, into a master (role
+// RoleAsyncMaster or RoleSyncMaster, masterHAAddr empty) or into a slave
+// of the master whose haListenPort is masterHAAddr (host:port), reporting
+// brokerID to it (0: the broker keeps its own id, or takes 1 if it was a
+// master). It returns once the role is in force.
+//
+// A master demoted to slave answers the sends still waiting for their
+// replication or flush with FLUSH_SLAVE_TIMEOUT or FLUSH_DISK_TIMEOUT
+// (stored, not confirmed) and every later send with NOT_MASTER. A slave
+// whose log is not a prefix of its new master's is refused by that master:
+// the call still succeeds, and RuntimeInfo's HAStatus tells why the slave
+// does not replicate. It fails with ErrInvalidParameter for a bad role,
+// address or id, and ErrSystemBusy while another role change runs.
+func (a *Admin) UpdateBrokerRole(ctx context.Context, role, masterHAAddr string, brokerID int64) error {
+	if err := validRole(role, masterHAAddr, brokerID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidParameter, err)
+	}
+	req := &protocol.UpdateBrokerRoleRequest{BrokerRole: role, HAMasterAddress: masterHAAddr, BrokerID: brokerID}
+	_, err := a.c.do(ctx, req, nil, a.o.timeout)
+	return err
+}
+
+// validRole checks a role change before it is sent, so a mistake is
+// reported with what is wrong rather than only the broker's status.
+func validRole(role, masterHAAddr string, brokerID int64) error {
+	switch role {
+	case RoleAsyncMaster, RoleSyncMaster:
+		if masterHAAddr != "" {
+			return fmt.Errorf("a %s has no master: master address %q must be empty", role, masterHAAddr)
+		}
+		if brokerID != 0 {
+			return fmt.Errorf("a %s has brokerId 0, not %d", role, brokerID)
+		}
+	case RoleSlave:
+		if masterHAAddr == "" {
+			return errors.New("a SLAVE needs its master's address (host:haListenPort)")
+		}
+		host, port, err := net.SplitHostPort(masterHAAddr)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("master address %q: want host:port of the master's haListenPort", masterHAAddr)
+		}
+		if brokerID < 0 {
+			return fmt.Errorf("brokerId %d: a slave's is > 0 (0 keeps the broker's own)", brokerID)
+		}
+	default:
+		return fmt.Errorf("role %q: want %s, %s or %s", role, RoleAsyncMaster, RoleSyncMaster, RoleSlave)
+	}
+	return nil
 }

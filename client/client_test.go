@@ -606,6 +606,81 @@ func TestAdmin(t *testing.T) {
 	}
 }
 
+// TestAdminUpdateBrokerRole: bad roles, addresses and ids are refused
+// before anything is sent; a role the broker accepts is reported by
+// RuntimeInfo; the broker's refusals map to their sentinels.
+func TestAdminUpdateBrokerRole(t *testing.T) {
+	b := clienttest.NewBroker(t)
+	a := newAdmin(t, b)
+	ctx := testCtx(t)
+	bad := []struct {
+		role, master string
+		id           int64
+		want         string
+	}{
+		{"MASTER", "", 0, `role "MASTER"`},
+		{"slave", "127.0.0.1:10912", 0, `role "slave"`},
+		{"", "", 0, `role ""`},
+		{RoleSlave, "", 0, "needs its master's address"},
+		{RoleSlave, "127.0.0.1", 0, `"127.0.0.1": want host:port`},
+		{RoleSlave, ":10912", 0, `":10912": want host:port`},
+		{RoleSlave, "127.0.0.1:0", 0, "want host:port"},
+		{RoleSlave, "127.0.0.1:65536", 0, "want host:port"},
+		{RoleSlave, "127.0.0.1:x", 0, "want host:port"},
+		{RoleSlave, "127.0.0.1:10912", -1, "brokerId -1"},
+		{RoleAsyncMaster, "127.0.0.1:10912", 0, "has no master"},
+		{RoleSyncMaster, "", 2, "brokerId 0, not 2"},
+	}
+	for _, tc := range bad {
+		err := a.UpdateBrokerRole(ctx, tc.role, tc.master, tc.id)
+		if !errors.Is(err, ErrInvalidParameter) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("UpdateBrokerRole(%q, %q, %d) = %v; want ErrInvalidParameter with %q", tc.role, tc.master, tc.id, err, tc.want)
+		}
+	}
+	if n := b.Count(protocol.CodeUpdateBrokerRole); n != 0 {
+		t.Fatalf("%d invalid role changes reached the broker", n)
+	}
+
+	steps := []struct {
+		role, master string
+		id           int64
+		wantRole     string
+		wantID       int64
+	}{
+		{RoleSlave, "127.0.0.1:10912", 0, RoleSlave, 1},
+		{RoleSlave, "localhost:10912", 3, RoleSlave, 3},
+		{RoleSyncMaster, "", 0, RoleSyncMaster, 0},
+		{RoleAsyncMaster, "", 0, RoleAsyncMaster, 0},
+	}
+	for _, s := range steps {
+		if err := a.UpdateBrokerRole(ctx, s.role, s.master, s.id); err != nil {
+			t.Fatalf("UpdateBrokerRole(%q, %q, %d): %v", s.role, s.master, s.id, err)
+		}
+		info, err := a.RuntimeInfo(ctx)
+		if err != nil || info.BrokerRole != s.wantRole || info.BrokerID != s.wantID {
+			t.Fatalf("after UpdateBrokerRole(%q, %q, %d): role %q id %d, %v; want %q id %d",
+				s.role, s.master, s.id, info.BrokerRole, info.BrokerID, err, s.wantRole, s.wantID)
+		}
+	}
+
+	for st, want := range map[protocol.Status]error{
+		protocol.StatusSystemBusy:       ErrSystemBusy,
+		protocol.StatusInvalidParameter: ErrInvalidParameter,
+	} {
+		b.SetStatusHook(func(code protocol.Code, _ int) protocol.Status {
+			if code == protocol.CodeUpdateBrokerRole {
+				return st
+			}
+			return 0
+		})
+		err := a.UpdateBrokerRole(ctx, RoleSlave, "127.0.0.1:10912", 0)
+		var se *StatusError
+		if !errors.Is(err, want) || !errors.As(err, &se) || se.Code != protocol.CodeUpdateBrokerRole {
+			t.Errorf("broker answering %v: %v; want a StatusError wrapping %v", st, err, want)
+		}
+	}
+}
+
 // pushRecorder records what a push handler saw, per queue.
 type pushRecorder struct {
 	mu      sync.Mutex

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"hash/crc32"
+	"path"
 )
 
 // This file is the CommitLog's side of master/slave replication: a master
@@ -77,6 +78,19 @@ func (c *CommitLog) StartAt(off int64) error {
 	}
 	if off%c.segSize != 0 {
 		return fmt.Errorf("commitlog: start at %d: not a segment boundary (segment size %d)", off, c.segSize)
+	}
+	// A segment prepared for the old start (a master prepares its first at
+	// once, then may become a slave) would stay on disk as a segment of
+	// zeros before off, and the next Open would refuse the gap after it.
+	if s := c.next; s != nil && s.start != off {
+		c.next = nil
+		s.f.Close()
+		if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
+			return fmt.Errorf("commitlog: start at %d: remove the segment prepared at %d: %w", off, s.start, err)
+		}
+		if err := c.fs.SyncDir(c.dir); err != nil {
+			return fmt.Errorf("commitlog: start at %d: sync dir: %w", off, err)
+		}
 	}
 	c.maxOffset.Store(off)
 	c.flushed.Store(off)

@@ -79,3 +79,43 @@ func TestReplicaIsBytePrefix(t *testing.T) {
 	}
 	checkStore(t, late, nil)
 }
+
+// TestStartAtDropsPreparedSegment: an empty log that prepared its first
+// segment (a new master does at once) and then starts mid-log as a slave
+// does not keep that segment: the store opens again after catching up.
+func TestStartAtDropsPreparedSegment(t *testing.T) {
+	master, _ := mustOpen(t, vfs.NewMem(), testConfig("/m"))
+	defer master.Close()
+	fill(t, master, 1, 400)
+	m := master.CommitLog()
+	fsys := vfs.NewMem()
+	late, _ := mustOpen(t, fsys, testConfig("/late"))
+	if err := late.CommitLog().Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	seg := m.SegmentSize() * 2
+	if err := late.StartAt(seg); err != nil {
+		t.Fatal(err)
+	}
+	for off := seg; off < m.MaxOffset(); {
+		chunk, err := m.ReadRecords(off, 5000)
+		if err != nil || len(chunk) == 0 {
+			t.Fatalf("read records at %d: %v", off, err)
+		}
+		if err := late.CommitLog().AppendRaw(off, chunk); err != nil {
+			t.Fatalf("append raw at %d: %v", off, err)
+		}
+		off += int64(len(chunk))
+	}
+	if _, err := late.Flush(late.CommitLog().MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Close(); err != nil {
+		t.Fatal(err)
+	}
+	re, _ := mustOpen(t, fsys, testConfig("/late"))
+	defer re.Close()
+	if cl := re.CommitLog(); cl.MinOffset() != seg || cl.MaxOffset() != m.MaxOffset() {
+		t.Fatalf("reopened log [%d, %d), want [%d, %d)", cl.MinOffset(), cl.MaxOffset(), seg, m.MaxOffset())
+	}
+}

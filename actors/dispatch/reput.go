@@ -77,6 +77,15 @@ func NewReput(syncFlush bool, dispatched, logEnd, flushed int64) *Reput {
 // last record dispatched.
 func (r *Reput) Position() (pos, lastTs int64) { return r.pos, r.lastTs }
 
+// LogStart: the log begins at off. Nothing below it can be dispatched, so
+// the position moves up to it: a new slave's empty log starts at its
+// master's earliest offset (storage.Store.StartAt) after the reput began.
+func (r *Reput) LogStart(off int64) {
+	if off > r.pos {
+		r.pos = off
+	}
+}
+
 // Pending reports whether visible records wait to be dispatched.
 func (r *Reput) Pending() bool { return r.visible > r.pos }
 

@@ -59,6 +59,8 @@ func TestReputVisibility(t *testing.T) {
 		{"sync follows flushes", true, 30, func(r *Reput) { r.Flushed(60) }, "a-0:2 a-1:2 b-0:2 all:6", 60, 1050, 1},
 		{"flushes never move back", true, 30, func(r *Reput) { r.Flushed(60); r.Flushed(20) }, "a-0:2 a-1:2 b-0:2 all:6", 60, 1050, 1},
 		{"nothing visible, nothing read", true, 0, nil, "all:0", 0, 0, 0},
+		{"a log starting later is read from its start", false, 0, func(r *Reput) { r.LogStart(50) }, "a-0:1 b-0:2 all:3", 80, 1070, 1},
+		{"a log start below the position changes nothing", false, 0, func(r *Reput) { r.Dispatch(log); r.LogStart(40) }, "all:0", 80, 1070, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,9 @@ type Broker struct {
 	suggest int64
 	// grp is the consumer-group coordinator (groups.go).
 	grp fakeGroups
+	// role is the last UPDATE_BROKER_ROLE accepted (brokerRole
+	// ASYNC_MASTER until one is), reported by GET_BROKER_RUNTIME_INFO.
+	role protocol.UpdateBrokerRoleRequest
 
 	stopped chan struct{} // closed by stop; replaced by restart
 	wg      sync.WaitGroup
@@ -599,9 +602,15 @@ func (b *Broker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request, ho
 			return resp(f, protocol.StatusQueryNotFound, "no message", nil)
 		}
 		return resp(f, protocol.StatusOK, "", &protocol.ViewMessageResponse{Message: *m})
+	case *protocol.UpdateBrokerRoleRequest:
+		return b.updateRoleLocked(f, r)
 	case *protocol.GetBrokerRuntimeInfoRequest:
+		role := b.role.BrokerRole
+		if role == "" {
+			role = "ASYNC_MASTER"
+		}
 		return resp(f, protocol.StatusOK, "", &protocol.BrokerRuntimeInfo{
-			BrokerName: "fake", BrokerRole: "ASYNC_MASTER", TopicCount: int32(len(b.topics)),
+			BrokerName: "fake", BrokerRole: role, BrokerID: b.role.BrokerID, TopicCount: int32(len(b.topics)),
 			CommitLogMaxOffset: b.physNext, ConnectionCount: int32(len(b.conns)),
 		})
 	case *protocol.HeartbeatRequest:
@@ -611,6 +620,23 @@ func (b *Broker) handle(c *fakeConn, f *protocol.Frame, req protocol.Request, ho
 		return out
 	}
 	return resp(f, protocol.StatusRequestCodeNotSupported, "fake broker", nil)
+}
+
+// updateRoleLocked accepts a role the way the broker checks it (no
+// replication follows: the fake has no log to copy).
+func (b *Broker) updateRoleLocked(f *protocol.Frame, r *protocol.UpdateBrokerRoleRequest) []byte {
+	switch {
+	case r.BrokerRole == "SLAVE" && r.HAMasterAddress != "":
+		if r.BrokerID == 0 {
+			r.BrokerID = 1
+		}
+	case (r.BrokerRole == "ASYNC_MASTER" || r.BrokerRole == "SYNC_MASTER") && r.HAMasterAddress == "":
+		r.BrokerID = 0
+	default:
+		return resp(f, protocol.StatusInvalidParameter, "bad role "+r.BrokerRole+" with master "+r.HAMasterAddress, nil)
+	}
+	b.role = *r
+	return resp(f, protocol.StatusOK, "", nil)
 }
 
 // pull answers a PULL, holding it while the queue is empty and a suspend

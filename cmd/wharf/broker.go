@@ -65,7 +65,7 @@ then the flags: every key is also a flag of the same name (--listenPort 10911).`
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as a broker.conf and exit")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	cmd.AddCommand(newStatusCmd())
+	cmd.AddCommand(newStatusCmd(), newRoleCmd())
 	root.AddCommand(cmd)
 }
 

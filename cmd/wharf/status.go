@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/protocol"
 )
 
 // statusJSON is `wharf broker status --json`.
@@ -59,48 +61,13 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("broker %s: %w", broker, err)
 			}
-			st := statusJSON{BrokerName: info.BrokerName, BrokerID: info.BrokerID, Role: info.BrokerRole,
-				MinOffset: info.CommitLogMinOffset, MaxOffset: info.CommitLogMaxOffset, FlushedOffset: info.FlushedOffset,
-				Topics: info.TopicCount, Connections: info.ConnectionCount, MsgPutTotal: info.MsgPutTotal, MsgGetTotal: info.MsgGetTotal,
-				HAStatus: info.HAStatus, MasterMaxOffset: info.MasterMaxOffset, Slaves: []slaveStatus{}}
-			if info.BrokerRole == "SLAVE" && info.MasterMaxOffset > 0 {
-				lag := max(0, info.MasterMaxOffset-info.CommitLogMaxOffset)
-				st.LagBytes = &lag
-			}
-			for _, s := range info.Slaves {
-				st.Slaves = append(st.Slaves, slaveStatus{Address: s.Address, BrokerID: s.BrokerID, AckedOffset: s.AckedOffset, LagBytes: s.LagBytes, InSync: s.InSync})
-			}
-			out := cmd.OutOrStdout()
+			st := statusOf(info)
 			if asJSON {
 				b, _ := json.Marshal(st)
-				fmt.Fprintln(out, string(b))
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 				return nil
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "broker\t%s (brokerId %d)\n", st.BrokerName, st.BrokerID)
-			fmt.Fprintf(tw, "role\t%s\n", st.Role)
-			fmt.Fprintf(tw, "commitlog\t[%d, %d), flushed %d\n", st.MinOffset, st.MaxOffset, st.FlushedOffset)
-			fmt.Fprintf(tw, "topics / connections\t%d / %d\n", st.Topics, st.Connections)
-			fmt.Fprintf(tw, "messages put / got\t%d / %d\n", st.MsgPutTotal, st.MsgGetTotal)
-			if st.HAStatus != "" {
-				fmt.Fprintf(tw, "replication\t%s\n", st.HAStatus)
-			}
-			if st.LagBytes != nil {
-				fmt.Fprintf(tw, "lag behind master\t%d bytes (master at %d)\n", *st.LagBytes, st.MasterMaxOffset)
-			}
-			tw.Flush()
-			if st.Role != "SLAVE" {
-				fmt.Fprintln(out)
-				tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SLAVE\tBROKER ID\tACKED OFFSET\tLAG BYTES\tIN SYNC")
-				for _, s := range st.Slaves {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", s.Address, s.BrokerID, s.AckedOffset, s.LagBytes, s.InSync)
-				}
-				if len(st.Slaves) == 0 {
-					fmt.Fprintln(tw, "(no slave connected)\t\t\t\t")
-				}
-				tw.Flush()
-			}
+			printStatus(cmd.OutOrStdout(), st)
 			return nil
 		},
 	}
@@ -108,4 +75,51 @@ func newStatusCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "request timeout")
 	return cmd
+}
+
+// statusOf is what `wharf broker status` reports of a broker's runtime
+// information.
+func statusOf(info protocol.BrokerRuntimeInfo) statusJSON {
+	st := statusJSON{BrokerName: info.BrokerName, BrokerID: info.BrokerID, Role: info.BrokerRole,
+		MinOffset: info.CommitLogMinOffset, MaxOffset: info.CommitLogMaxOffset, FlushedOffset: info.FlushedOffset,
+		Topics: info.TopicCount, Connections: info.ConnectionCount, MsgPutTotal: info.MsgPutTotal, MsgGetTotal: info.MsgGetTotal,
+		HAStatus: info.HAStatus, MasterMaxOffset: info.MasterMaxOffset, Slaves: []slaveStatus{}}
+	if info.BrokerRole == client.RoleSlave && info.MasterMaxOffset > 0 {
+		lag := max(0, info.MasterMaxOffset-info.CommitLogMaxOffset)
+		st.LagBytes = &lag
+	}
+	for _, s := range info.Slaves {
+		st.Slaves = append(st.Slaves, slaveStatus{Address: s.Address, BrokerID: s.BrokerID, AckedOffset: s.AckedOffset, LagBytes: s.LagBytes, InSync: s.InSync})
+	}
+	return st
+}
+
+// printStatus prints st as tables for a person.
+func printStatus(out io.Writer, st statusJSON) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "broker\t%s (brokerId %d)\n", st.BrokerName, st.BrokerID)
+	fmt.Fprintf(tw, "role\t%s\n", st.Role)
+	fmt.Fprintf(tw, "commitlog\t[%d, %d), flushed %d\n", st.MinOffset, st.MaxOffset, st.FlushedOffset)
+	fmt.Fprintf(tw, "topics / connections\t%d / %d\n", st.Topics, st.Connections)
+	fmt.Fprintf(tw, "messages put / got\t%d / %d\n", st.MsgPutTotal, st.MsgGetTotal)
+	if st.HAStatus != "" {
+		fmt.Fprintf(tw, "replication\t%s\n", st.HAStatus)
+	}
+	if st.LagBytes != nil {
+		fmt.Fprintf(tw, "lag behind master\t%d bytes (master at %d)\n", *st.LagBytes, st.MasterMaxOffset)
+	}
+	tw.Flush()
+	if st.Role == client.RoleSlave {
+		return
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLAVE\tBROKER ID\tACKED OFFSET\tLAG BYTES\tIN SYNC")
+	for _, s := range st.Slaves {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", s.Address, s.BrokerID, s.AckedOffset, s.LagBytes, s.InSync)
+	}
+	if len(st.Slaves) == 0 {
+		fmt.Fprintln(tw, "(no slave connected)\t\t\t\t")
+	}
+	tw.Flush()
 }
