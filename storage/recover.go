@@ -21,8 +21,8 @@ type RecoveryReport struct {
 	Redispatched     int    // records whose ConsumeQueue entries were checked or rebuilt
 	RebuiltQueues    []QueueKey
 	DeletedQueues    []QueueKey // queues of deleted topics left by a crash, removed
-	IndexRebuiltFrom int64  // -1 if the index needed no rebuild
-	IndexDiscarded   string // why a damaged index was dropped, if it was
+	IndexRebuiltFrom int64      // -1 if the index needed no rebuild
+	IndexDiscarded   string     // why a damaged index was dropped, if it was
 }
 
 func (r *RecoveryReport) String() string {
