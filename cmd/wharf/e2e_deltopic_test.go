@@ -83,3 +83,63 @@ func TestE2EDeleteTopicForgetsMessages(t *testing.T) {
 		t.Fatalf("a new group after the restart: %v, want the %d new messages", r, fresh)
 	}
 }
+
+// TestE2EDeleteTopicReachesSlave: a slave follows its master's deletion
+// (sent with the metadata): once it has, a pull from the slave from 0 sees
+// only the re-created topic's messages, also after the slave's kill -9.
+func TestE2EDeleteTopicReachesSlave(t *testing.T) {
+	t.Parallel()
+	const topic = "gone"
+	haPort := haFreePort(t)
+	m := startHAMaster(t, t.TempDir(), "ASYNC_MASTER", haPort)
+	s := startHASlave(t, t.TempDir(), haPort)
+	ctx := e2eCtx(t, 2*time.Minute)
+	p := e2eProducer(t, m.addr)
+	for i := range 20 {
+		if _, err := p.Send(ctx, e2eMessage(topic, fmt.Sprintf("old-%d", i)), client.ToQueue(int32(i%2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	haWaitCaughtUp(t, m, s, 30*time.Second)
+	if err := e2eAdmin(t, m.addr).DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := p.Send(ctx, e2eMessage(topic, fmt.Sprintf("new-%d", i)), client.ToQueue(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	haWaitCaughtUp(t, m, s, 30*time.Second)
+	// keys pulls queues 0 and 1 from 0 on b.
+	keys := func(b *e2eBroker) []string {
+		pc := e2ePuller(t, b.addr, "probe")
+		var out []string
+		for q := int32(0); q < 2; q++ {
+			res, err := pc.Pull(ctx, topic, q, 0, 64, client.PullOptions{})
+			if err != nil {
+				return []string{err.Error()}
+			}
+			for _, msg := range res.Messages {
+				out = append(out, msg.Keys()...)
+			}
+		}
+		return out
+	}
+	want := "[new-0 new-1 new-2]"
+	wait := func(what string, b *e2eBroker) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for got := keys(b); fmt.Sprint(got) != want; got = keys(b) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: pulls from 0 see %v, want %s", what, got, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	wait("the master", m)
+	wait("the slave after the metadata sync", s)
+	s.kill()
+	s = s.restart()
+	haWaitCaughtUp(t, m, s, 30*time.Second)
+	wait("the slave after kill -9", s)
+}
