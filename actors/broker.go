@@ -110,7 +110,7 @@ func (b *Broker) Start() error {
 		return pid
 	}
 	b.p.topics = spawn("topics", func() actor.Actor {
-		return newTopicManager(b.k, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
+		return newTopicManager(b.k, b.p, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
 	})
 	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
 	b.p.index = spawn("index", func() actor.Actor { return newIndexActor(b.k, b.store, b.cfg.MaxPullBytes) })

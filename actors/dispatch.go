@@ -37,6 +37,9 @@ type dispatchActor struct {
 	q     *dispatch.Queue
 	gets  *atomic.Int64 // messages handed to consumers (stats)
 	flush dispatch.Flush
+	// dropping: the topic was deleted; the queue is dropped once no flush
+	// of it runs (see deltopic.go).
+	dropping bool
 }
 
 // newDispatchActor returns the shell of queue k (its core is made here so
@@ -71,9 +74,14 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 			d.store.FailQueueFlush(d.key, m.ack.Err)
 		}
 		ctx.Send(m.replyTo, &barrierAck{m.ack})
-		if minPhy, ok := d.flush.Finish(); ok {
+		if minPhy, ok := d.flush.Finish(); ok && !d.dropping {
 			d.deleteBefore(minPhy)
 		}
+		if d.dropping {
+			d.finishDrop(ctx)
+		}
+	case *dropQueue:
+		d.drop(ctx)
 	case *deleteBefore:
 		if !d.flush.Hold(m.minPhy) {
 			d.deleteBefore(m.minPhy)

@@ -62,6 +62,10 @@ func (o *offsetManager) Receive(ctx actor.Context) {
 		o.k.after(o.interval, ctx.Self(), &persistTick{})
 	case *persistSoon:
 		o.core.SoonFired()
+	case *topicDeleted:
+		if m.err == nil {
+			o.core.DropTopic(m.topic)
+		}
 	case *fillOffsets:
 		o.fill(m)
 	case *exportOffsets:

@@ -165,6 +165,9 @@ func (a *writerActor) drainReplicator(ctx actor.Context) {
 		if data, err := json.Marshal(a.v.topicsSnapshot()); err == nil {
 			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: "topics", Data: data})
 		}
+		if data, ok := a.deletedMetadata(); ok {
+			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: deletedKind, Data: data})
+		}
 		ctx.Request(a.p.offsets, &exportOffsets{})
 		a.drainReplicator(ctx)
 	}
@@ -187,6 +190,8 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 			ctx.Send(a.p.topics, &importMeta{kind: im.Kind, data: im.Data})
 		case "offsets":
 			ctx.Send(a.p.offsets, &importMeta{kind: im.Kind, data: im.Data})
+		case deletedKind:
+			a.importDeleted(ctx, im.Data)
 		}
 	}
 	if rd.ExportOffsets {

@@ -67,6 +67,7 @@ type reputActor struct {
 	queueProps func(storage.QueueKey) *actor.Props
 	core       *dispatch.Reput
 	queues     map[storage.QueueKey]*actor.PID
+	drops      *dispatch.Drops // deleted topics' queues being dropped (deltopic.go)
 }
 
 func (r *reputActor) Receive(ctx actor.Context) {
@@ -75,6 +76,7 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		cl := r.store.CommitLog()
 		r.core = dispatch.NewReput(r.syncFlush, r.store.Dispatched(), cl.MaxOffset(), cl.FlushedOffset())
 		r.queues = map[storage.QueueKey]*actor.PID{}
+		r.drops = dispatch.NewDrops()
 		for _, k := range r.store.Queues() {
 			r.queue(ctx, k)
 		}
@@ -87,9 +89,13 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		r.core.Flushed(m.offset)
 		r.dispatch(ctx)
 	case *pullMsg:
-		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}))
+		r.toQueue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}, m)
 	case *scheduleScan:
-		ctx.Forward(r.queue(ctx, storage.QueueKey{Topic: storage.ScheduleTopic, QueueID: m.queue}))
+		r.forwardToQueue(ctx, storage.QueueKey{Topic: storage.ScheduleTopic, QueueID: m.queue})
+	case *topicCut:
+		r.cut(ctx, m)
+	case *queueDropped:
+		r.queueDropped(ctx, m)
 	case *deleteBefore:
 		for _, k := range dispatch.SortedKeys(r.queues) {
 			ctx.Send(r.queues[k], m)
@@ -137,7 +143,7 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 		r.k.log.Error("reput: cannot decode the log; dispatch stopped", "offset", pos, "err", err)
 	}
 	for _, qb := range b.Queues {
-		ctx.Send(r.queue(ctx, qb.Key), &queueEntries{reqs: qb.Reqs})
+		r.toQueue(ctx, qb.Key, &queueEntries{reqs: qb.Reqs})
 	}
 	if len(b.All) > 0 {
 		ctx.Send(r.p.index, &indexEntries{reqs: b.All})
@@ -146,6 +152,9 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 }
 
 func (r *reputActor) startCheckpoint(ctx actor.Context) {
+	if r.drops.Busy() {
+		return // entries held for fresh owners are in no queue yet: the next tick
+	}
 	id, ok := r.core.StartCheckpoint(len(r.queues))
 	if !ok {
 		return // the previous one is still being acknowledged

@@ -124,6 +124,9 @@ func (s *scheduler) restore(ctx actor.Context, r delay.Restore) {
 			s.k.log.Error("delayed message without REAL_TOPIC; skipped", "offset", e.Offset)
 			continue
 		}
+		if s.store.Deleted().Covers([]byte(topic), e.Offset) {
+			continue // sent before its topic was deleted: it went with the topic
+		}
 		items = append(items, &sendItem{request: &request{oneway: true}, topic: topic, queueID: qid,
 			bornTs: rec.BornTimestamp, reconsume: rec.ReconsumeTimes,
 			msgs: []protocol.Message{{Topic: topic, Flag: rec.Flag, Body: slices.Clone(rec.Body), Properties: props}}})

@@ -25,6 +25,7 @@ type topicsRole struct{ slave bool }
 // transport.
 type topicManager struct {
 	k             *kit
+	p             *pids
 	v             *views
 	store         *storage.Store
 	defaultQueues int32
@@ -32,8 +33,8 @@ type topicManager struct {
 	core          *meta.Topics
 }
 
-func newTopicManager(k *kit, v *views, store *storage.Store, defaultQueues int32, slave bool) *topicManager {
-	return &topicManager{k: k, v: v, store: store, defaultQueues: defaultQueues, slave: slave}
+func newTopicManager(k *kit, p *pids, v *views, store *storage.Store, defaultQueues int32, slave bool) *topicManager {
+	return &topicManager{k: k, p: p, v: v, store: store, defaultQueues: defaultQueues, slave: slave}
 }
 
 func (t *topicManager) path() string { return t.store.ConfigPath(storage.TopicsFile) }
@@ -57,6 +58,8 @@ func (t *topicManager) Receive(ctx actor.Context) {
 		}
 	case *topicMsg:
 		t.core.Handle(m.request, m.req)
+	case *topicDeleted:
+		t.core.Deleted(m.topic, m.err)
 	case *importMeta:
 		if err := t.core.Import(m.data); err != nil {
 			t.k.log.Error("bad topics from the master", "err", err)
@@ -76,6 +79,9 @@ func (t *topicManager) drain() {
 		if rd.Publish != nil {
 			t.v.publishTopics(rd.Publish)
 		}
+		for _, topic := range rd.Delete {
+			t.k.send(t.p.writer, &cutTopic{topic: topic, at: -1})
+		}
 		if rd.Save != nil {
 			err := storage.SaveJSON(t.store.FS(), t.path(), rd.Save)
 			if err != nil {
@@ -86,7 +92,7 @@ func (t *topicManager) drain() {
 		for _, r := range rd.Replies {
 			t.k.respond(r.To.(*request), r.Status, r.Remark, r.Fields)
 		}
-		if rd.Save == nil {
+		if rd.Save == nil && len(rd.Delete) == 0 {
 			return
 		}
 	}

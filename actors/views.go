@@ -110,6 +110,10 @@ func (v *views) publishBounds(k storage.QueueKey, min, max int64) {
 	qb.max.Store(max)
 }
 
+// dropBounds forgets k's bounds: its topic was deleted (its DispatchActor
+// only).
+func (v *views) dropBounds(k storage.QueueKey) { v.bounds.Delete(k) }
+
 // knownQueues is how many queues of topic have entries here (highest queue
 // id + 1), from the bounds the DispatchActors publish.
 func (v *views) knownQueues(topic string) int32 {

@@ -111,6 +111,8 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
 	case *setRole:
 		a.setRole(ctx, m)
+	case *cutTopic:
+		a.cutTopic(ctx, m)
 	case *actor.Stopping:
 		a.stop()
 	case *panicForTest:

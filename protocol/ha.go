@@ -56,8 +56,8 @@ func (r *HATransferRequest) decodeBody(body []byte, lim Limits) error {
 	return nil
 }
 
-// HAMetadataRequest carries metadata as JSON in the body. Kind is "topics"
-// or "offsets".
+// HAMetadataRequest carries metadata as JSON in the body. Kind is "topics",
+// "offsets" or "deletedTopics".
 type HAMetadataRequest struct {
 	Kind    string `msgpack:"kind"`
 	Version int64  `msgpack:"version"`
@@ -66,7 +66,7 @@ type HAMetadataRequest struct {
 
 func (r *HAMetadataRequest) appendBody(b []byte) ([]byte, error) { return append(b, r.Data...), nil }
 func (r *HAMetadataRequest) decodeBody(body []byte, lim Limits) error {
-	if r.Kind != "topics" && r.Kind != "offsets" {
+	if r.Kind != "topics" && r.Kind != "offsets" && r.Kind != "deletedTopics" {
 		return fmt.Errorf("%w: HA_METADATA kind %q", ErrFrameIllegal, r.Kind)
 	}
 	r.Data = body

@@ -31,7 +31,11 @@ var ErrInconsistent = errors.New("store inconsistent")
 //     of its topic and queue with the entry's queue offset, size and tags
 //     code; entries are in log order, filler entries only lead; no queue
 //     runs past the offset table;
-//   - the durable checkpoint claims no more than the store holds.
+//   - the durable checkpoint claims no more than the store holds;
+//   - records of a deleted topic below its watermark (Deleted) count for
+//     nothing: no ConsumeQueue entry points at them and the offset table
+//     does not count them, and a queue of the topic re-created at the
+//     watermark starts again at queue offset 0.
 //
 // It returns the first inconsistency found, wrapping ErrInconsistent (and,
 // for a damaged record, its decoding error).
@@ -87,17 +91,24 @@ func checkLog(s *Store) (map[QueueKey]*logQueue, error) {
 	cl := s.cl
 	fromZero := cl.MinOffset() == 0
 	dispatched := s.Dispatched()
+	del := cl.Deleted()
 	queues := map[QueueKey]*logQueue{}
 	topic := ""
 	_, err := s.ForEachRecord(cl.MinOffset(), cl.MaxOffset(), true, func(off int64, r *Record) error {
+		if del.Covers(r.Topic, off) {
+			return nil // a deleted topic's record
+		}
 		d := NewDispatchRequestTopic(off, r, topic)
 		topic = d.Key.Topic
 		lq := queues[d.Key]
+		w, recreated := del[d.Key.Topic]
 		switch {
 		case lq != nil && r.QueueOffset != lq.next:
 			return inconsistent("record at %d: queue %s offset %d, want %d (not contiguous)", off, d.Key, r.QueueOffset, lq.next)
 		case lq == nil && fromZero && r.QueueOffset != 0:
 			return inconsistent("record at %d: first of queue %s in a log that starts at 0 has offset %d", off, d.Key, r.QueueOffset)
+		case lq == nil && recreated && w >= cl.MinOffset() && r.QueueOffset != 0:
+			return inconsistent("record at %d: first of queue %s after its topic's deletion at %d has offset %d, want 0", off, d.Key, w, r.QueueOffset)
 		case lq == nil:
 			lq = &logQueue{}
 			queues[d.Key] = lq
@@ -118,6 +129,13 @@ func checkLog(s *Store) (map[QueueKey]*logQueue, error) {
 	for k, lq := range queues {
 		if got := cl.QueueOffset(k); got != lq.next {
 			return nil, inconsistent("queue %s: the offset table says next %d, the log's records end at %d", k, got, lq.next)
+		}
+	}
+	for k, next := range cl.queueOffsets {
+		// The log holds everything since the deletion: a queue of the
+		// topic without a record since then has nothing to count.
+		if w, ok := del[k.Topic]; ok && w >= cl.MinOffset() && queues[k] == nil && next != 0 {
+			return nil, inconsistent("queue %s: the offset table says next %d, its topic was deleted at %d and has no record since", k, next, w)
 		}
 	}
 	return queues, nil
@@ -154,6 +172,9 @@ func checkQueue(s *Store, k QueueKey, log map[QueueKey]*logQueue) error {
 	if err != nil || q == nil {
 		return inconsistent("queue %s listed but not open (%v)", k, err)
 	}
+	if e, ok := q.LastEntry(); ok && s.cl.Deleted().Covers([]byte(k.Topic), e.Offset) {
+		return inconsistent("queue %s: its last entry %v points at a record of the topic deleted at %d", k, e, s.cl.Deleted()[k.Topic])
+	}
 	if table := s.cl.QueueOffset(k); q.MaxOffset() > table {
 		return inconsistent("queue %s: consume queue ends at %d, beyond the offset table's %d", k, q.MaxOffset(), table)
 	}
@@ -161,6 +182,7 @@ func checkQueue(s *Store, k QueueKey, log map[QueueKey]*logQueue) error {
 		return inconsistent("queue %s: consume queue ends at %d, its records below the reput position at %d", k, q.MaxOffset(), lq.dispatched)
 	}
 	minPhy, dispatched := s.cl.MinOffset(), s.Dispatched()
+	del := s.cl.Deleted()
 	var prev cq.Entry
 	real := false
 	for qo := q.MinOffset(); qo < q.MaxOffset(); qo++ {
@@ -177,6 +199,9 @@ func checkQueue(s *Store, k QueueKey, log map[QueueKey]*logQueue) error {
 		prev, real = e, true
 		if e.Offset < minPhy {
 			continue // its record was deleted by retention
+		}
+		if del.Covers([]byte(k.Topic), e.Offset) {
+			return inconsistent("queue %s offset %d: entry %v points at a record of the topic deleted at %d", k, qo, e, del[k.Topic])
 		}
 		if e.Offset >= dispatched {
 			return inconsistent("queue %s offset %d: entry %v at or beyond the reput position %d", k, qo, e, dispatched)
@@ -223,7 +248,11 @@ func checkCheckpoint(s *Store) error {
 	case cp.Dispatched > s.Dispatched():
 		return inconsistent("checkpoint: dispatched %d, the reput position is %d", cp.Dispatched, s.Dispatched())
 	}
+	del := cl.Deleted()
 	for _, m := range cp.Queues {
+		if del.Covers([]byte(m.Key.Topic), m.LastPhy) {
+			continue // the mark of a deleted topic's queue
+		}
 		if q, _ := s.ConsumeQueue(m.Key, false); q != nil && q.MaxOffset() < m.Max {
 			return inconsistent("checkpoint: queue %s durable to %d, the queue ends at %d", m.Key, m.Max, q.MaxOffset())
 		}

@@ -87,6 +87,12 @@ type CommitLog struct {
 	queueOffsets map[QueueKey]int64
 	faults       Faults
 
+	// deleted are the watermarks of deleted topics (see Deleted): their
+	// records below it never count in queueOffsets. Replaced whole by the
+	// writer (Store.DeleteTopic), read from any goroutine.
+	deleted    atomic.Pointer[Deleted]
+	deletedMax int64 // the highest watermark in deleted (writer only)
+
 	wbuf []byte      // AppendBatch's encoding buffer (writer only)
 	undo []queueNext // AppendBatch's undo log of queue offsets (writer only)
 
@@ -436,6 +442,7 @@ func (c *CommitLog) AppendRaw(at int64, data []byte) error {
 			qo int64
 		}
 		var seen []qo
+		del := c.Deleted()
 		for p := 0; p < n; {
 			size, magic, ok := PeekHeader(data[p:n])
 			if !ok || size <= 0 || int(size) > n-p {
@@ -453,7 +460,9 @@ func (c *CommitLog) AppendRaw(at int64, data []byte) error {
 				if r.PhysicalOffset != at+int64(p) {
 					return fmt.Errorf("%w: raw append at %d: record says it belongs at %d", ErrCorrupt, at+int64(p), r.PhysicalOffset)
 				}
-				seen = append(seen, qo{QueueKey{string(r.Topic), r.QueueID}, r.QueueOffset})
+				if !del.Covers(r.Topic, r.PhysicalOffset) { // a deleted topic's record counts for nothing
+					seen = append(seen, qo{QueueKey{string(r.Topic), r.QueueID}, r.QueueOffset})
+				}
 			}
 			p += int(size)
 		}

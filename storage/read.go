@@ -175,7 +175,8 @@ func bodyLen(b []byte) (int, error) {
 
 // QueryByKey returns the records of topic whose KEYS or UNIQ_KEY contain key,
 // stored in [beginMs, endMs], newest first, at most max. Index hits are
-// re-checked against the records (hashes collide).
+// re-checked against the records (hashes collide); records of a deleted
+// topic are not found (the index keeps their keys until its files expire).
 func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int) ([]Record, error) {
 	if s.idx == nil {
 		return nil, errors.New("storage: query by key: messageIndexEnable is false")
@@ -185,6 +186,7 @@ func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int) ([]
 		return nil, fmt.Errorf("storage: query by key: %w", err)
 	}
 	var out []Record
+	del := s.cl.Deleted()
 	for _, off := range offs {
 		if len(out) >= max {
 			break
@@ -193,7 +195,7 @@ func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int) ([]
 		if err != nil {
 			continue // deleted by retention, or a stale index entry
 		}
-		if string(r.Topic) != topic || !recordHasKey(&r, key) {
+		if string(r.Topic) != topic || del.Covers(r.Topic, off) || !recordHasKey(&r, key) {
 			continue
 		}
 		out = append(out, r)

@@ -20,8 +20,9 @@ type RecoveryReport struct {
 	TornBytes        int64  // bytes cut from the tail (0 after a clean stop)
 	Redispatched     int    // records whose ConsumeQueue entries were checked or rebuilt
 	RebuiltQueues    []QueueKey
-	IndexRebuiltFrom int64  // -1 if the index needed no rebuild
-	IndexDiscarded   string // why a damaged index was dropped, if it was
+	DeletedQueues    []QueueKey // queues of deleted topics left by a crash, removed
+	IndexRebuiltFrom int64      // -1 if the index needed no rebuild
+	IndexDiscarded   string     // why a damaged index was dropped, if it was
 }
 
 func (r *RecoveryReport) String() string {
@@ -53,6 +54,10 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	if err := s.openConsumeQueues(); err != nil {
 		return rep, err
 	}
+	if err := s.dropDeletedQueues(rep); err != nil {
+		return rep, err
+	}
+	del := s.cl.Deleted()
 	if s.cfg.MessageIndexEnable {
 		opts := index.Options{SlotNum: s.cfg.MaxHashSlotNum, IndexNum: s.cfg.MaxIndexNum}
 		idx, err := index.Open(s.fs, s.indexDir(), opts)
@@ -141,11 +146,13 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	}
 	// A queue whose durable extent (per the checkpoint) is gone although its
 	// records are still in the log was damaged or deleted by hand: rebuild it.
+	// (A mark of a deleted topic's queue describes records that are gone.)
 	rebuild := map[QueueKey]bool{}
 	if cp != nil {
 		for _, m := range cp.Queues {
 			q := s.cqs[m.Key]
-			if m.LastPhy >= 0 && m.LastPhy < end && m.LastPhy >= minOff && (q == nil || q.MaxOffset() < m.Max) {
+			if m.LastPhy >= 0 && m.LastPhy < end && m.LastPhy >= minOff && (q == nil || q.MaxOffset() < m.Max) &&
+				!del.Covers([]byte(m.Key.Topic), m.LastPhy) {
 				rebuild[m.Key] = true
 			}
 		}
@@ -211,6 +218,9 @@ func (s *Store) recover() (*RecoveryReport, error) {
 		from = minOff
 	}
 	_, err = s.ForEachRecord(from, end, false, func(off int64, r *Record) error {
+		if del.Covers(r.Topic, off) {
+			return nil // a deleted topic's record: never dispatched again
+		}
 		d := NewDispatchRequest(off, r)
 		if off >= scanFrom || rebuild[d.Key] {
 			rep.Redispatched++
@@ -232,7 +242,8 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	s.dispatched.Store(end)
 
 	// The topic-queue offset table follows from the ConsumeQueues, which now
-	// match the log exactly.
+	// match the log exactly (a deleted topic's queues are gone with its
+	// records, so its re-created queues count from 0).
 	for k, q := range s.cqs {
 		s.cl.queueOffsets[k] = q.MaxOffset()
 	}

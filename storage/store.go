@@ -117,6 +117,10 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 		return nil, nil, fmt.Errorf("storage: %w", err)
 	}
 	s.cl = cl
+	if err := s.loadDeleted(); err != nil {
+		s.closeFiles()
+		return nil, nil, err
+	}
 	rep, err := s.recover()
 	if err != nil {
 		s.closeFiles()
@@ -195,11 +199,16 @@ func (s *Store) Queues() []QueueKey {
 var ErrDiskFull = errors.New("disk full")
 
 // AppendBatch stores msgs; see CommitLog.AppendBatch. It refuses writes while
-// the disk is full.
+// the disk is full. The broker's own appends go through it (a slave's copies
+// through CommitLog.AppendRaw), so it is where watermarks of deleted topics
+// beyond the log's end are lowered to it first (see clampDeleted).
 func (s *Store) AppendBatch(msgs []*Message, storeTimestamp int64, out []AppendResult) ([]AppendResult, error) {
 	if s.diskFull {
 		return out[:0], fmt.Errorf("storage: %w: usage above diskSpaceWarningLevelRatio %.0f%%; writes resume below %.0f%%",
 			ErrDiskFull, s.cfg.Retention.DiskSpaceWarningLevelRatio*100, (s.cfg.Retention.DiskSpaceWarningLevelRatio-diskFullHysteresis)*100)
+	}
+	if err := s.clampDeleted(); err != nil {
+		return out[:0], err
 	}
 	return s.cl.AppendBatch(msgs, storeTimestamp, out)
 }
@@ -337,12 +346,16 @@ func (s *Store) applyIndex(d *DispatchRequest) error {
 }
 
 // Dispatch builds ConsumeQueue entries and index keys for the records in
-// [Dispatched(), upTo) and calls fn (if not nil) for each, after its entry is
+// [Dispatched(), upTo), except those of deleted topics (Deleted), and calls fn (if not nil) for each, after its entry is
 // in place (the broker wakes long polls there). It returns the new reput
 // position.
 func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 	upTo = min(upTo, s.cl.MaxOffset())
+	del := s.cl.Deleted()
 	next, err := s.ForEachRecord(s.dispatched.Load(), upTo, false, func(off int64, r *Record) error {
+		if del.Covers(r.Topic, off) {
+			return nil // a deleted topic's record
+		}
 		d := NewDispatchRequest(off, r)
 		if err := s.applyCQ(&d); err != nil {
 			return err

@@ -133,6 +133,18 @@ func (q *Queue) Stop() Ready {
 	return rd
 }
 
+// Drop answers every held pull TOPIC_NOT_EXIST: the queue's topic was
+// deleted and its owner is dropping the queue.
+func (q *Queue) Drop() Ready {
+	var rd Ready
+	for _, h := range q.held {
+		rd.Answers = append(rd.Answers, Answer{To: h.to, Unpark: true, Status: protocol.StatusTopicNotExist,
+			Remark: fmt.Sprintf("topic %q was deleted", q.key.Topic)})
+	}
+	q.held = nil
+	return rd
+}
+
 // serve answers held pulls that have a message or have timed out, in the
 // order they were held.
 func (q *Queue) serve(now time.Time) Ready {

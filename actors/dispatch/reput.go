@@ -8,9 +8,11 @@ import (
 	"github.com/wharfmq/wharf/storage"
 )
 
-// Log is what the Reput core reads: the log's records in [from, to).
+// Log is what the Reput core reads: the log's records in [from, to), and
+// the watermarks of deleted topics (their records below it are skipped).
 type Log interface {
 	ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, r *storage.Record) error) (next int64, err error)
+	Deleted() storage.Deleted
 }
 
 // QueueBatch is one queue's share of a dispatch.
@@ -115,7 +117,11 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
 	b.All = make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4) // sized like the last batch: no regrowth
 	topic := ""
+	del := log.Deleted()
 	next, err := log.ForEachRecord(r.pos, r.visible, false, func(off int64, rec *storage.Record) error {
+		if del.Covers(rec.Topic, off) {
+			return nil // a deleted topic's record
+		}
 		d := storage.NewDispatchRequestTopic(off, rec, topic)
 		topic = d.Key.Topic
 		perQueue[d.Key] = append(perQueue[d.Key], d)
@@ -135,6 +141,32 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	invariant.Check3(next >= r.pos && next <= r.visible, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, r.visible)
 	r.pos = next
 	return b, err
+}
+
+// Replay reads again the records of topic in [from, Position) that are
+// not a deleted topic's, grouped per queue in queue order: when a topic is
+// deleted at from, what its re-created queues got before the Reput actor
+// learnt of the deletion went to the owners that are now dropping their
+// queues, and must go to their fresh owners. The index already has them.
+func (r *Reput) Replay(log Log, topic string, from int64) ([]QueueBatch, error) {
+	if from >= r.pos {
+		return nil, nil
+	}
+	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
+	del := log.Deleted()
+	_, err := log.ForEachRecord(from, r.pos, false, func(off int64, rec *storage.Record) error {
+		if string(rec.Topic) != topic || del.Covers(rec.Topic, off) {
+			return nil
+		}
+		d := storage.NewDispatchRequestTopic(off, rec, topic)
+		perQueue[d.Key] = append(perQueue[d.Key], d)
+		return nil
+	})
+	var out []QueueBatch
+	for _, k := range SortedKeys(perQueue) {
+		out = append(out, QueueBatch{Key: k, Reqs: perQueue[k]})
+	}
+	return out, err
 }
 
 // StartCheckpoint opens a barrier over owners queue owners and the index

@@ -14,7 +14,10 @@ type fakeLog struct {
 	size    int64
 	badFrom int64 // records at or after this offset do not decode; 0: none
 	reads   [][2]int64
+	deleted storage.Deleted
 }
+
+func (l *fakeLog) Deleted() storage.Deleted { return l.deleted }
 
 func (l *fakeLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.Record) error) (int64, error) {
 	l.reads = append(l.reads, [2]int64{from, to})

@@ -44,6 +44,11 @@ type Offsets struct {
 	inWrite bool  // a write is handed out and its outcome not reported
 	armed   bool  // the group-commit timer is armed
 	rd      OffsetsReady
+
+	// dropped are topics deleted since the start whose offsets no import
+	// may bring back (the peer broker may not have dropped them yet); a
+	// commit made here for the topic (its re-created queues) ends that.
+	dropped map[string]bool
 }
 
 // OffsetsReady is what the caller must do after an input.
@@ -104,6 +109,7 @@ func (o *Offsets) commit(tok any, req *protocol.UpdateConsumerOffsetRequest, one
 		o.reply(tok, protocol.StatusInvalidParameter, "consumer group must be set and the offset non-negative", nil)
 		return
 	}
+	delete(o.dropped, req.Topic)
 	k := offsetKey(req.Topic, req.ConsumerGroup)
 	q := o.table.Offsets[k]
 	if q == nil {
@@ -154,6 +160,9 @@ func (o *Offsets) Import(data []byte) error {
 		return fmt.Errorf("consumer offsets from the peer broker: %w", err)
 	}
 	for k, queues := range in {
+		if topic, _, _ := strings.Cut(k, "@"); o.dropped[topic] {
+			continue
+		}
 		q := o.table.Offsets[k]
 		if q == nil {
 			q = map[int32]int64{}
@@ -167,6 +176,25 @@ func (o *Offsets) Import(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// DropTopic forgets every group's offsets of a deleted topic and writes
+// the table at once (if a write is out, at the next interval), so a
+// re-created topic is consumed from its start.
+func (o *Offsets) DropTopic(topic string) {
+	if o.dropped == nil {
+		o.dropped = map[string]bool{}
+	}
+	o.dropped[topic] = true
+	for k := range o.table.Offsets {
+		if t, _, _ := strings.Cut(k, "@"); t == topic {
+			delete(o.table.Offsets, k)
+			o.dirty = true
+		}
+	}
+	if o.dirty {
+		o.persist()
+	}
 }
 
 // Export is the offset map as JSON, for the peer broker's Import.

@@ -298,3 +298,37 @@ func TestOffsetsExportRoundTrip(t *testing.T) {
 		t.Fatal("a queue never committed has an offset")
 	}
 }
+
+// TestOffsetsDropTopic: a deleted topic's offsets are forgotten for every
+// group and written at once; an import from the peer broker does not bring
+// them back until the topic is committed here again.
+func TestOffsetsDropTopic(t *testing.T) {
+	o := NewOffsets(OffsetsConfig{})
+	o.Load(storage.ConsumerOffsetTable{Offsets: map[string]map[int32]int64{
+		"t@g1": {0: 5}, "t@g2": {1: 7}, "u@g1": {0: 3}}})
+	o.DropTopic("t")
+	s := drainOffsets(t, o, nil)
+	if len(s.saves) != 1 || !maps.Equal(s.saves[0].Offsets["u@g1"], map[int32]int64{0: 3}) || len(s.saves[0].Offsets) != 1 {
+		t.Fatalf("writes after the drop: %+v", s.saves)
+	}
+	if _, ok := o.Committed("t", "g1", 0); ok {
+		t.Fatal("a dropped offset is still committed")
+	}
+	peer, _ := json.Marshal(map[string]map[int32]int64{"t@g1": {0: 5}, "u@g1": {0: 4}})
+	if err := o.Import(peer); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Committed("t", "g1", 0); ok {
+		t.Fatal("an import brought a dropped topic's offset back")
+	}
+	if off, _ := o.Committed("u", "g1", 0); off != 4 {
+		t.Fatalf("the import of another topic: %d, want 4", off)
+	}
+	o.Handle("c", commit("g1", "t", 0, 1), false)
+	if err := o.Import(peer); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := o.Committed("t", "g1", 0); off != 5 {
+		t.Fatalf("after a commit of the re-created topic, imports merge again: %d, want 5", off)
+	}
+}

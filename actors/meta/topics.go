@@ -25,6 +25,24 @@ type Topics struct {
 	rd      TopicsReady
 	waiting []any // replies that wait for the next write
 	writing []any // replies that wait for the write handed out
+
+	// deleting holds the deletions under way: the DELETE_TOPIC waiting for
+	// its topic's messages to be cut away, and the creations and updates of
+	// the topic that came meanwhile (handled once it is done, so a
+	// re-created topic never meets its old queues).
+	deleting map[string]*deletion
+}
+
+// deletion is one topic's deletion under way.
+type deletion struct {
+	tok   any
+	cfg   storage.TopicConfig // restored if the deletion fails
+	after []pendingReq
+}
+
+type pendingReq struct {
+	tok any
+	req protocol.Request
 }
 
 // TopicsReady is what the caller must do after an input.
@@ -38,12 +56,17 @@ type TopicsReady struct {
 	Save *storage.TopicTable
 	// Replies go out after Save's outcome was reported.
 	Replies []Reply
+	// Delete lists topics whose messages must be cut away (the writer
+	// records the watermark, the queue owners drop their queues); report
+	// the end of each with Deleted.
+	Delete []string
 }
 
 // NewTopics returns an empty table; defaultQueues is the queue count given
 // to a topic found only as queues on disk.
 func NewTopics(defaultQueues int32) *Topics {
-	return &Topics{table: storage.TopicTable{Topics: map[string]storage.TopicConfig{}}, defaultQueues: defaultQueues}
+	return &Topics{table: storage.TopicTable{Topics: map[string]storage.TopicConfig{}}, defaultQueues: defaultQueues,
+		deleting: map[string]*deletion{}}
 }
 
 // SetRole tells the core whether the broker is a slave.
@@ -107,20 +130,69 @@ func (t *Topics) Handle(tok any, req protocol.Request) {
 	}
 	switch req := req.(type) {
 	case *protocol.CreateTopicRequest:
-		t.put(tok, req.TopicConfig, true)
-	case *protocol.UpdateTopicRequest:
-		t.put(tok, req.TopicConfig, false)
-	case *protocol.DeleteTopicRequest:
-		if _, ok := t.table.Topics[req.Topic]; !ok {
-			t.reply(tok, protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist", req.Topic), nil)
-			return
+		if !t.deferred(tok, req, req.Topic) {
+			t.put(tok, req.TopicConfig, true)
 		}
-		delete(t.table.Topics, req.Topic)
-		t.changeAndAnswer(tok)
+	case *protocol.UpdateTopicRequest:
+		if !t.deferred(tok, req, req.Topic) {
+			t.put(tok, req.TopicConfig, false)
+		}
+	case *protocol.DeleteTopicRequest:
+		t.delete(tok, req.Topic)
 	case *protocol.ListTopicsRequest:
 		t.reply(tok, protocol.StatusOK, "", t.list())
 	default:
 		t.reply(tok, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("%T is not a topic request", req), nil)
+	}
+}
+
+// delete takes the topic out of the table at once (sends no longer find
+// it) and asks for its messages to be cut away; the answer waits for that
+// and for the table's write.
+func (t *Topics) delete(tok any, topic string) {
+	c, ok := t.table.Topics[topic]
+	if !ok {
+		t.reply(tok, protocol.StatusTopicNotExist, fmt.Sprintf("topic %q does not exist", topic), nil)
+		return
+	}
+	delete(t.table.Topics, topic)
+	t.deleting[topic] = &deletion{tok: tok, cfg: c}
+	t.publish()
+	t.rd.Delete = append(t.rd.Delete, topic)
+}
+
+// deferred holds a creation or update of a topic being deleted until the
+// deletion is done.
+func (t *Topics) deferred(tok any, req protocol.Request, topic string) bool {
+	d := t.deleting[topic]
+	if d != nil {
+		d.after = append(d.after, pendingReq{tok, req})
+	}
+	return d != nil
+}
+
+// Deleted reports that the messages of topic were cut away (err: they
+// could not be, and the topic is back as it was). The DELETE_TOPIC is
+// answered once the table without the topic is written; the requests held
+// meanwhile are handled now. A report of a deletion this core did not ask
+// for (a slave follows its master's) changes nothing.
+func (t *Topics) Deleted(topic string, err error) {
+	d := t.deleting[topic]
+	if d == nil {
+		return
+	}
+	delete(t.deleting, topic)
+	if err != nil {
+		if _, ok := t.table.Topics[topic]; !ok {
+			t.table.Topics[topic] = d.cfg
+			t.publish()
+		}
+		t.reply(d.tok, protocol.StatusSystemError, fmt.Sprintf("topic %q not deleted: %v", topic, err), nil)
+	} else {
+		t.changeAndAnswer(d.tok)
+	}
+	for _, p := range d.after {
+		t.Handle(p.tok, p.req)
 	}
 }
 

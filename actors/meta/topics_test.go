@@ -32,8 +32,14 @@ func drainTopics(t *testing.T, c *Topics, writeErr error) topicsStep {
 			s.publish = rd.Publish
 		}
 		s.replies = append(s.replies, rd.Replies...)
-		if rd.Save == nil {
+		for _, topic := range rd.Delete {
+			c.Deleted(topic, nil) // the writer and the queue owners cut it away
+		}
+		if rd.Save == nil && len(rd.Delete) == 0 {
 			return s
+		}
+		if rd.Save == nil {
+			continue
 		}
 		s.saves = append(s.saves, rd.Save)
 		c.Persisted(writeErr)
@@ -142,6 +148,7 @@ func TestTopicsReplyWaitsForWrite(t *testing.T) {
 	}
 	// A change while the write is out waits for the next write.
 	core.Handle(3, &protocol.DeleteTopicRequest{Topic: "b"})
+	core.Deleted("b", nil)
 	core.Persisted(nil)
 	rd2 := core.Ready()
 	if len(rd2.Replies) != 2 || rd2.Replies[0].To != 1 || rd2.Replies[1].To != 2 || rd2.Save == nil {
@@ -277,3 +284,67 @@ func TestTopicsSetRole(t *testing.T) {
 		t.Fatalf("promoted: %v", st)
 	}
 }
+
+// TestTopicsDeletion: DELETE_TOPIC takes the topic out of the published
+// table at once, asks for its messages to be cut away, and is answered only
+// after that and the write; a failed cut puts the topic back; creations of
+// the topic meanwhile wait for the deletion.
+func TestTopicsDeletion(t *testing.T) {
+	type step struct {
+		in          func(c *Topics)
+		wantDelete  []string
+		wantSave    bool
+		wantReplies []Reply
+		wantTopics  []string // published afterwards, if not nil
+	}
+	ok := func(tok any) Reply { return Reply{To: tok, Status: protocol.StatusOK} }
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"answered after the cut and the write", []step{
+			{in: func(c *Topics) { c.Handle(1, &protocol.DeleteTopicRequest{Topic: "a"}) }, wantDelete: []string{"a"}, wantTopics: []string{"z"}},
+			{in: func(c *Topics) { c.Deleted("a", nil) }, wantSave: true},
+			{in: func(c *Topics) { c.Persisted(nil) }, wantReplies: []Reply{ok(1)}},
+		}},
+		{"a failed cut puts the topic back", []step{
+			{in: func(c *Topics) { c.Handle(1, &protocol.DeleteTopicRequest{Topic: "a"}) }, wantDelete: []string{"a"}},
+			{in: func(c *Topics) { c.Deleted("a", errDisk) }, wantTopics: []string{"a", "z"},
+				wantReplies: []Reply{{To: 1, Status: protocol.StatusSystemError, Remark: `topic "a" not deleted: disk on fire`}}},
+		}},
+		{"a creation meanwhile waits", []step{
+			{in: func(c *Topics) { c.Handle(1, &protocol.DeleteTopicRequest{Topic: "a"}) }, wantDelete: []string{"a"}},
+			{in: func(c *Topics) { c.Handle(2, &protocol.CreateTopicRequest{TopicConfig: pc("a", 1, 1, 6)}) }},
+			{in: func(c *Topics) { c.Handle(3, &protocol.DeleteTopicRequest{Topic: "a"}) },
+				wantReplies: []Reply{{To: 3, Status: protocol.StatusTopicNotExist, Remark: `topic "a" does not exist`}}},
+			{in: func(c *Topics) { c.Deleted("a", nil) }, wantSave: true, wantTopics: []string{"a", "z"}},
+			{in: func(c *Topics) { c.Persisted(nil) }, wantReplies: []Reply{ok(1), ok(2)}},
+		}},
+		{"a deletion it did not ask for changes nothing", []step{
+			{in: func(c *Topics) { c.Deleted("a", nil) }},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewTopics(8)
+			c.Load(storage.TopicTable{Topics: map[string]storage.TopicConfig{"a": tc2("a"), "z": tc2("z")}}, nil)
+			c.Ready()
+			for i, st := range tc.steps {
+				st.in(c)
+				rd := c.Ready()
+				if !slices.Equal(rd.Delete, st.wantDelete) || (rd.Save != nil) != st.wantSave || !slices.Equal(rd.Replies, st.wantReplies) {
+					t.Fatalf("step %d: delete %v save %v replies %+v; want %v %v %+v", i, rd.Delete, rd.Save != nil, rd.Replies,
+						st.wantDelete, st.wantSave, st.wantReplies)
+				}
+				if st.wantTopics != nil {
+					got := slices.Sorted(maps.Keys(rd.Publish))
+					if !slices.Equal(got, st.wantTopics) {
+						t.Fatalf("step %d: published %v, want %v", i, got, st.wantTopics)
+					}
+				}
+			}
+		})
+	}
+}
+
+func tc2(name string) storage.TopicConfig { return tc(name, 2, 6) }
