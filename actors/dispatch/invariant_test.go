@@ -27,6 +27,8 @@ func expectViolation(t *testing.T, want string, fn func()) {
 // wrongLog claims to have read up to next, whatever it was asked.
 type wrongLog struct{ next int64 }
 
+func (wrongLog) Deleted() storage.Deleted { return nil }
+
 func (l wrongLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.Record) error) (int64, error) {
 	return l.next, nil
 }
