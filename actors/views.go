@@ -13,8 +13,8 @@ import (
 // atomics, written only by the owner named on each.
 type views struct {
 	// topics is the topic table, replaced whole on every change by the
-	// topic manager (and, for a topic it auto-creates, by the writer,
-	// which tells the manager at once).
+	// topic manager; the writer adds the topics sends auto-create
+	// (addTopics) and tells the manager at once.
 	topics atomic.Pointer[map[string]storage.TopicConfig]
 	// bounds are each queue's min and max offsets, published by the
 	// queue's DispatchActor.
@@ -83,8 +83,31 @@ func newViews() *views {
 // topicsSnapshot returns the current topic table; callers must not modify it.
 func (v *views) topicsSnapshot() map[string]storage.TopicConfig { return *v.topics.Load() }
 
-// publishTopics replaces the topic table (its owner only).
+// publishTopics replaces the topic table (its owner, the topic manager).
 func (v *views) publishTopics(t map[string]storage.TopicConfig) { v.topics.Store(&t) }
+
+// addTopics adds topics a send auto-created to the published table, on
+// top of whatever the topic manager published last (compare and swap: a
+// table the manager publishes meanwhile, a deletion say, is never
+// overwritten by an older copy). The manager is told and takes them into
+// its own table, which it publishes next.
+func (v *views) addTopics(tcs []storage.TopicConfig) {
+	for {
+		cur := v.topics.Load()
+		next := make(map[string]storage.TopicConfig, len(*cur)+len(tcs))
+		for k, c := range *cur {
+			next[k] = c
+		}
+		for _, tc := range tcs {
+			if _, ok := next[tc.TopicName]; !ok {
+				next[tc.TopicName] = tc
+			}
+		}
+		if v.topics.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
 
 func (v *views) queueBounds(k storage.QueueKey) (int64, int64) {
 	if x, ok := v.bounds.Load(k); ok {

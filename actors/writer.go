@@ -190,20 +190,15 @@ func (a *writerActor) toItems(items []*sendItem) []*writer.Item {
 }
 
 // published makes what a write changed visible: topics it auto-created
-// (published at once so the next sends see them, and handed to their
-// owner to persist) and the counters.
+// are added to the published table at once (so that the send's answer
+// never comes before a pull can see its topic) and handed to the topic
+// manager, which owns the table and persists them. And the counters.
 func (a *writerActor) published(ctx actor.Context, res *writer.Result) {
 	if len(res.Created) > 0 {
-		topics := a.v.topicsSnapshot()
-		next := make(map[string]storage.TopicConfig, len(topics)+len(res.Created))
-		for k, v := range topics {
-			next[k] = v
-		}
+		a.v.addTopics(res.Created)
 		for _, tc := range res.Created {
-			next[tc.TopicName] = tc
 			ctx.Send(a.p.topics, &ensureTopic{cfg: tc})
 		}
-		a.v.publishTopics(next)
 	}
 	a.stats.msgPutTotal.Add(int64(res.Stored))
 	a.stats.bytesPut.Add(res.Bytes)
