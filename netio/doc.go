@@ -1,8 +1,19 @@
-// Package netio owns every socket of the daemons: the gnet engines, the
-// framing glue, the connection registry and (later) outbound links to
-// slaves and name servers. It turns frames into actor messages and actor
-// replies into frames, and enforces per-connection limits, which gnet does
-// not have.
+// Package netio owns every socket of the daemons: the gnet engines, one
+// codec per listener, the connection registry and outbound links (a
+// slave's to its master; name servers and controllers next). It turns
+// frames into typed requests and the actors' typed answers (actors.Response,
+// actors.Records) into frames, and enforces per-connection limits, which
+// gnet does not have.
+//
+// # Codecs
+//
+// A listener's codec (Options.Codec, actors.Codec) is the one place an
+// answer becomes bytes: WharfCodec is Wharf's msgpack protocol
+// (docs/PROTOCOL.md). Answers made of log records (pulls, queries, a view
+// by id) carry the records as read from the log; WharfCodec decodes them
+// into the wire's message list (storage.DecodeRecord: netio reads the
+// record layout, nothing else of storage), so a codec whose pull body is
+// the raw records (RocketMQ's remoting) serves the same actors.
 //
 // # Server
 //
@@ -24,14 +35,16 @@
 //     before the bad one are delivered first, and their responses written
 //     during Deliver go out before the error. Other connections are not
 //     affected.
-//   - Outbound: Conn.Write queues the frame with gnet's AsyncWrite and
-//     returns at once. A connection whose unsent bytes (queued for the loop
+//   - Outbound: Conn.Reply encodes the answer with the listener's codec on
+//     the answering goroutine and queues the frame with gnet's AsyncWrite
+//     (or writes it directly, see conn.write) and returns at once. A connection whose unsent bytes (queued for the loop
 //     plus gnet's outbound buffer) exceed Options.MaxOutboundBytes has a
 //     peer that stopped reading: it is closed and the frame dropped, so one
 //     peer never holds more than about twice the limit. Writes after close
 //     are dropped.
 //   - Idle: with Options.IdleTimeout > 0, a connection with no traffic in
-//     either direction for that long is closed.
+//     either direction for that long, and no request still unanswered (a
+//     held long poll counts), is closed.
 //   - Handler.Disconnected is called exactly once per accepted connection,
 //     whoever closed it (peer, limits, idle timeout, handler, Stop).
 //
@@ -48,5 +61,6 @@
 // (warnings and errors only), bound to the Logger of the first Server
 // started in the process.
 //
-// Imports: protocol, actors (message types), gnet.
+// Imports: protocol, actors (request, answer and codec types), storage
+// (the record layout), gnet, x/sys.
 package netio
