@@ -175,3 +175,27 @@ func TestDemotionDuringSegmentPreparation(t *testing.T) {
 		}
 	}
 }
+
+// A broker started as a slave dials its master at once, not at its first
+// replication heartbeat (haSendHeartbeatInterval, 5 s by default): a
+// SYNC_MASTER has no copy to count until it does.
+func TestSlaveDialsAtStart(t *testing.T) {
+	dialed := make(chan string, 1)
+	env := Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() },
+		Dial: func(addr string, h Handler) (Conn, error) {
+			dialed <- addr
+			return nil, fmt.Errorf("no master in this test")
+		}}
+	startBrokerEnv(t, vfs.NewMem(), func(c *Config) {
+		c.BrokerRole, c.BrokerID, c.HAMasterAddress = RoleSlave, 1, "127.0.0.1:10912"
+		c.HASendHeartbeatInterval = time.Hour
+	}, env)
+	select {
+	case addr := <-dialed:
+		if addr != "127.0.0.1:10912" {
+			t.Fatalf("dialed %s", addr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a slave did not dial its master at start")
+	}
+}

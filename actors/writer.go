@@ -142,6 +142,9 @@ func (a *writerActor) start(ctx actor.Context) {
 	}
 	a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
 	a.enterRole(now)
+	if a.fol != nil {
+		a.drainFollower(ctx) // a slave dials its master now, not at the first heartbeat
+	}
 }
 
 // gateMode is the gate's mode for the current role.
