@@ -40,9 +40,10 @@
 // which Owned list and Generation, and when to call Tick. The contract the
 // member keeps:
 //   - One heartbeat is in flight at a time; the next regular one is due an
-//     interval after the last ended (answered or failed). A notification or
-//     a revoked queue's release asks for one at once, sent when the one in
-//     flight ends. The broker's answer sets the interval.
+//     interval after the last ended (answered or failed). A notification, a
+//     revoked queue's release or a lost connection asks for one at once,
+//     sent when the one in flight ends. The broker's answer sets the
+//     interval.
 //   - The lease: a member consumes only while its last answered heartbeat
 //     was sent at most two intervals ago. Past that every queue it
 //     consumes is dropped, and an answer to a heartbeat sent longer ago

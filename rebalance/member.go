@@ -140,9 +140,16 @@ func (m *Member) HeartbeatFailed(now time.Time) MemberReady {
 }
 
 // ConnectionLost: the connection the heartbeat in flight went over is gone,
-// so its answer will never come; as HeartbeatFailed. The queues keep their
-// lease: pulls reconnect on their own.
-func (m *Member) ConnectionLost(now time.Time) MemberReady { return m.HeartbeatFailed(now) }
+// so its answer will never come. The member heartbeats again at once, on a
+// new connection (where the broker sends its notifications from then on);
+// if that cannot be sent either, HeartbeatFailed puts the next an interval
+// later. The queues keep their lease.
+func (m *Member) ConnectionLost(now time.Time) MemberReady {
+	if m.inFlight && !m.closed {
+		m.inFlight, m.wanted = false, true
+	}
+	return m.take(now)
+}
 
 // HeartbeatAnswered applies the answer to the heartbeat sent at sentAt: it
 // renews the lease from sentAt, adopts the broker's interval and applies
