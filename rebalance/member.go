@@ -51,7 +51,9 @@ type MemberReady struct {
 	Ignored []protocol.QueueRef
 	// Heartbeat asks to send a heartbeat now, listing Owned and echoing
 	// Generation, and to call HeartbeatSent (then HeartbeatFailed if it
-	// could not be sent) before any other input.
+	// could not be sent) before any other input. The member waits for the
+	// heartbeat's end: the owner must report HeartbeatAnswered,
+	// HeartbeatFailed (its timeout included) or ConnectionLost.
 	Heartbeat bool
 	// Owned are the queues the member holds (consuming, stopping or
 	// dropping): the heartbeat's ConsumerGroupInfo.Owned. Set with
@@ -61,7 +63,8 @@ type MemberReady struct {
 	// ConsumerGroupInfo.Generation, and the generation Start belongs to.
 	Generation int64
 	// Deadline, if not zero, is when to call Tick: the next heartbeat, or
-	// the first instant the lease is over while the member consumes.
+	// the first instant the lease is over while the member consumes. Each
+	// Ready's Deadline replaces the one before.
 	Deadline time.Time
 }
 
@@ -269,7 +272,7 @@ func (m *Member) take(now time.Time) MemberReady {
 		}
 	}
 	r := m.ready
-	m.ready = MemberReady{Generation: m.gen}
+	m.ready = MemberReady{}
 	r.Generation = m.gen
 	if !m.closed && !m.inFlight && (m.wanted || !now.Before(m.next)) {
 		r.Heartbeat = true
