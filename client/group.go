@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/rebalance"
 )
 
 // Group mode of the PushConsumer (the default): the consumer joins its
@@ -19,6 +20,11 @@ import (
 // stop pulling, let the handler calls in flight finish (bounded), commit the
 // queue's offset, then heartbeat at once without it, which lets the broker
 // give it to its next owner.
+//
+// The rules of the member's side (the lease, applying assignments, the
+// generation it echoes, when to heartbeat) are rebalance.Member's; this file
+// feeds it the heartbeats' outcomes, the broker's notifications, the
+// releases and the clock, and runs the queues it starts and stops.
 
 // maxQueueInflight bounds the messages of one queue that are pulled but not
 // yet done; the queue's pulls wait beyond it.
@@ -30,24 +36,22 @@ type groupConsumer struct {
 	offsetGroup string // the group offsets are kept under ("<group>#<clientId>" when broadcasting)
 
 	sem  chan struct{} // handler calls in flight (consume concurrency)
-	kick chan struct{} // heartbeat now (cap 1)
+	kick chan struct{} // the member's deadline changed (cap 1)
 
 	runCtx    context.Context // ends at Close
 	runCancel context.CancelFunc
-	hbCtx     context.Context // ends when the heartbeat loop must stop
+	hbCtx     context.Context // ends when heartbeats must stop
 	hbCancel  context.CancelFunc
-	hbDone    chan struct{}
-	leaseDone chan struct{}
+	timerDone chan struct{}
+	hbs       sync.WaitGroup // the heartbeat in flight
 	commitEnd chan struct{}  // closed when the commit loop ended
 	wg        sync.WaitGroup // queue workers and releases
 
-	mu         sync.Mutex
-	queues     map[protocol.QueueRef]*groupQueue // owned: consuming or being released
-	generation int64
-	interval   time.Duration
-	lastOK     time.Time // last successful heartbeat
-	closing    bool
-	unknown    map[protocol.QueueRef]bool // assigned queues of topics we do not subscribe to (logged once)
+	mu       sync.Mutex
+	m        *rebalance.Member
+	deadline time.Time                         // when the member wants its Tick
+	queues   map[protocol.QueueRef]*groupQueue // owned: consuming or being released
+	unknown  map[protocol.QueueRef]bool        // assigned queues of topics we do not subscribe to (logged once)
 }
 
 // groupQueue is one owned queue.
@@ -81,11 +85,10 @@ func newGroupConsumer(pc *PushConsumer) *groupConsumer {
 		kick:        make(chan struct{}, 1),
 		queues:      map[protocol.QueueRef]*groupQueue{},
 		unknown:     map[protocol.QueueRef]bool{},
-		interval:    defaultHeartbeatInterval,
-		hbDone:      make(chan struct{}),
-		leaseDone:   make(chan struct{}),
+		timerDone:   make(chan struct{}),
 		commitEnd:   make(chan struct{}),
 	}
+	g.m = rebalance.NewMember(rebalance.MemberConfig{Group: pc.group, Interval: defaultHeartbeatInterval, Consumes: g.consumes})
 	if g.o.model == Broadcasting {
 		g.offsetGroup = pc.group + "#" + pc.o.clientID
 	}
@@ -93,32 +96,129 @@ func newGroupConsumer(pc *PushConsumer) *groupConsumer {
 	return g
 }
 
+// consumes reports whether the consumer consumes a topic's queues: its
+// subscriptions' and the group's retry topic. Subscriptions are fixed once
+// the consumer started.
+func (g *groupConsumer) consumes(topic string) bool {
+	if topic == protocol.RetryTopic(g.pc.group) {
+		return true
+	}
+	return slices.ContainsFunc(g.pc.subs, func(s *subscription) bool { return s.topic == topic })
+}
+
 // onBrokerRequest gets the broker's own requests from the connection reader.
 func (g *groupConsumer) onBrokerRequest(f *protocol.Frame) {
 	if f.Code == protocol.CodeNotifyConsumerIDsChanged {
 		g.pc.o.logger.Debug("wharf client: group changed, heartbeating now", "group", g.pc.group)
-		g.heartbeatNow()
-	}
-}
-
-func (g *groupConsumer) heartbeatNow() {
-	select {
-	case g.kick <- struct{}{}:
-	default:
+		g.step(g.m.Notified)
 	}
 }
 
 func (g *groupConsumer) start() {
+	g.mu.Lock() // a notification may come in on another goroutine
 	g.runCtx, g.runCancel = context.WithCancel(context.Background())
 	g.hbCtx, g.hbCancel = context.WithCancel(g.runCtx)
-	go g.heartbeatLoop()
+	g.mu.Unlock()
+	go g.timerLoop()
 	go g.commitLoop()
-	go g.leaseLoop()
+	g.step(g.m.Tick) // the joining heartbeat
 }
 
-// ---- heartbeats and assignments ----
+// ---- the member core's inputs and outputs ----
 
-func (g *groupConsumer) heartbeatRequest() *protocol.HeartbeatRequest {
+// step feeds one input to the member core at the current time and carries
+// out its Ready. Every input goes through here, under g.mu, so the core
+// sees them one at a time and their outputs are carried out in order.
+func (g *groupConsumer) step(input func(now time.Time) rebalance.MemberReady) {
+	g.mu.Lock()
+	r := input(time.Now())
+	assigned, revoked := g.carryOut(r)
+	g.mu.Unlock()
+	g.report(r, assigned, revoked)
+}
+
+// carryOut starts and stops the queues a Ready names and sends the
+// heartbeat it asks for. Called with g.mu held.
+func (g *groupConsumer) carryOut(r rebalance.MemberReady) (assigned, revoked []protocol.QueueRef) {
+	for _, ref := range slices.Concat(r.Drop, r.Stop) {
+		if q := g.queues[ref]; q != nil && !q.releasing {
+			q.releasing = true
+			revoked = append(revoked, ref)
+			g.wg.Add(1)
+			go g.release(q)
+		}
+	}
+	for _, ref := range r.Start {
+		q := g.newQueue(ref)
+		g.queues[ref] = q
+		assigned = append(assigned, ref)
+		g.wg.Add(1)
+		go g.runQueue(q)
+	}
+	for _, ref := range r.Ignored {
+		if !g.unknown[ref] {
+			g.unknown[ref] = true
+			g.pc.o.logger.Warn("wharf client: assigned a queue of a topic not subscribed; ignoring it", "group", g.pc.group, "topic", ref.Topic, "queue", ref.QueueID)
+		}
+	}
+	if r.Heartbeat && g.hbCtx != nil && g.hbCtx.Err() == nil { // nil: not started yet
+		req := g.heartbeatRequest(r.Owned, r.Generation)
+		sent := time.Now()
+		r = g.m.HeartbeatSent(sent)
+		g.hbs.Add(1)
+		go g.heartbeatOnce(req, sent)
+	}
+	if !r.Deadline.Equal(g.deadline) {
+		g.deadline = r.Deadline
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+	sortRefs(revoked)
+	return assigned, revoked
+}
+
+// report logs an assignment change and tells the rebalance listener.
+func (g *groupConsumer) report(r rebalance.MemberReady, assigned, revoked []protocol.QueueRef) {
+	if len(r.Drop) > 0 {
+		g.pc.o.logger.Warn("wharf client: no acknowledged heartbeat for 2 intervals; releasing every queue", "group", g.pc.group)
+	}
+	if len(assigned) == 0 && len(revoked) == 0 {
+		return
+	}
+	g.pc.o.logger.Info("wharf client: assignment changed", "group", g.pc.group, "generation", r.Generation, "assigned", assigned, "revoked", revoked)
+	if f := g.o.listener; f != nil {
+		f(assigned, revoked)
+	}
+}
+
+// timerLoop calls the member's Tick at the deadline it asks for: the next
+// regular heartbeat, or the end of the lease.
+func (g *groupConsumer) timerLoop() {
+	defer close(g.timerDone)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		d := g.deadline
+		g.mu.Unlock()
+		if d.IsZero() {
+			t.Stop()
+		} else {
+			t.Reset(time.Until(d))
+		}
+		select {
+		case <-g.hbCtx.Done():
+			return
+		case <-g.kick:
+		case <-t.C:
+			g.step(g.m.Tick)
+		}
+	}
+}
+
+func (g *groupConsumer) heartbeatRequest(owned []protocol.QueueRef, gen int64) *protocol.HeartbeatRequest {
 	pc := g.pc
 	info := protocol.ConsumerGroupInfo{
 		Group:            pc.group,
@@ -126,21 +226,12 @@ func (g *groupConsumer) heartbeatRequest() *protocol.HeartbeatRequest {
 		MessageModel:     g.o.model.String(),
 		ConsumeOrderly:   g.o.orderly,
 		AllocateStrategy: string(g.o.strategy),
+		Owned:            owned,
+		Generation:       gen,
 	}
-	pc.mu.Lock()
-	for _, s := range pc.subs {
+	for _, s := range pc.subs { // fixed since Start
 		info.Subscriptions = append(info.Subscriptions, protocol.Subscription{Topic: s.topic, Expression: s.expr})
 	}
-	pc.mu.Unlock()
-	g.mu.Lock()
-	for ref := range g.queues {
-		info.Owned = append(info.Owned, ref)
-	}
-	// Echo the last generation applied: with Owned, it tells the broker
-	// which revocations this member has completed.
-	info.Generation = g.generation
-	g.mu.Unlock()
-	sortRefs(info.Owned)
 	return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{info}}
 }
 
@@ -153,151 +244,38 @@ func sortRefs(refs []protocol.QueueRef) {
 	})
 }
 
-func (g *groupConsumer) heartbeatLoop() {
-	defer close(g.hbDone)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.hbCtx.Done():
-			return
-		case <-t.C:
-		case <-g.kick:
-		}
-		g.heartbeatOnce()
-		g.mu.Lock()
-		d := g.interval
-		g.mu.Unlock()
-		t.Reset(d)
-	}
-}
-
-// leaseIntervals: a member consumes its queues only while its last
-// acknowledged heartbeat (counted from when it was sent) is at most this
-// many heartbeat intervals old. The broker waits as long before it gives the
-// queues of a silent member (or, after a restart, any unreported queue) to
-// another.
-const leaseIntervals = 2
-
-// leaseLoop releases every queue when the lease runs out (heartbeats fail
-// or hang), so that the member stops consuming before the broker gives its
-// queues to others.
-func (g *groupConsumer) leaseLoop() {
-	defer close(g.leaseDone)
-	t := time.NewTicker(25 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.hbCtx.Done():
-			return
-		case <-t.C:
-		}
-		g.mu.Lock()
-		expired := !g.lastOK.IsZero() && time.Since(g.lastOK) > leaseIntervals*g.interval
-		busy := false
-		for _, q := range g.queues {
-			if !q.releasing {
-				busy = true
-			}
-		}
-		g.mu.Unlock()
-		if expired && busy {
-			g.pc.o.logger.Warn("wharf client: no acknowledged heartbeat for 2 intervals; releasing every queue", "group", g.pc.group)
-			g.apply(nil, true)
-		}
-	}
-}
-
-func (g *groupConsumer) heartbeatOnce() {
+// heartbeatOnce sends one heartbeat (the member core allows one at a time)
+// and feeds its outcome back.
+func (g *groupConsumer) heartbeatOnce(req *protocol.HeartbeatRequest, sent time.Time) {
+	defer g.hbs.Done()
 	pc := g.pc
-	sent := time.Now()
 	var resp protocol.HeartbeatResponse
 	// To the master; while it is unreachable, to a slave of WithSlaveAddrs
 	// (whose coordinator then assigns the queues read from the slaves).
-	req := g.heartbeatRequest()
 	err := pc.r.do(g.hbCtx, func(c *conn) error {
 		resp = protocol.HeartbeatResponse{}
 		_, err := c.do(g.hbCtx, req, &resp, pc.o.timeout)
 		return err
 	})
+	if g.hbCtx.Err() != nil {
+		return // closing: the member acts on nothing any more
+	}
 	if err != nil {
-		if g.hbCtx.Err() != nil {
-			return
-		}
 		pc.o.logger.Warn("wharf client: heartbeat failed", "group", pc.group, "err", err)
 		if pc.o.pullErr != nil {
 			// Without queues there are no pulls to fail: report the
 			// heartbeat, so that a broker gone away is noticed.
 			pc.o.pullErr("", -1, err)
 		}
-		return // leaseLoop stops the queues if this goes on
-	}
-	g.mu.Lock()
-	g.lastOK = sent
-	if resp.HeartbeatIntervalMillis > 0 {
-		g.interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
-	}
-	// One heartbeat is in flight at a time, so responses come in order.
-	var queues []protocol.QueueRef
-	for _, a := range resp.Assignments {
-		if a.Group == pc.group {
-			g.generation = a.Generation
-			queues = a.Queues
-		}
-	}
-	g.mu.Unlock()
-	g.apply(queues, false)
-}
-
-// apply makes the owned queues follow the assignment: queues no longer
-// assigned are released (in the background; a heartbeat follows each
-// release), newly assigned ones start.
-func (g *groupConsumer) apply(target []protocol.QueueRef, lost bool) {
-	want := make(map[protocol.QueueRef]bool, len(target))
-	for _, r := range target {
-		want[r] = true
-	}
-	var assigned, revoked []protocol.QueueRef
-	g.mu.Lock()
-	if g.closing {
-		g.mu.Unlock()
+		g.step(g.m.HeartbeatFailed) // the lease stops the queues if this goes on
 		return
 	}
-	for ref, q := range g.queues {
-		if !want[ref] && !q.releasing {
-			q.releasing = true
-			revoked = append(revoked, ref)
-			g.wg.Add(1)
-			go g.release(q, !lost)
-		}
-	}
-	for _, ref := range target {
-		if g.queues[ref] != nil {
-			continue // owned already, or still being released (it comes back after)
-		}
-		q := g.newQueue(ref)
-		if q == nil {
-			continue
-		}
-		g.queues[ref] = q
-		assigned = append(assigned, ref)
-		g.wg.Add(1)
-		go g.runQueue(q)
-	}
-	g.mu.Unlock()
-	if len(assigned) == 0 && len(revoked) == 0 {
-		return
-	}
-	sortRefs(assigned)
-	sortRefs(revoked)
-	g.pc.o.logger.Info("wharf client: assignment changed", "group", g.pc.group, "assigned", assigned, "revoked", revoked)
-	if f := g.o.listener; f != nil {
-		f(assigned, revoked)
-	}
+	g.step(func(now time.Time) rebalance.MemberReady { return g.m.HeartbeatAnswered(now, sent, resp) })
 }
 
-// newQueue builds the state of a newly assigned queue; nil for a topic the
-// consumer does not subscribe to. Called with g.mu held.
+// newQueue builds the state of a newly assigned queue (the member core
+// starts only queues of topics the consumer consumes). Called with g.mu
+// held.
 func (g *groupConsumer) newQueue(ref protocol.QueueRef) *groupQueue {
 	q := &groupQueue{ref: ref, committed: -1, workerDone: make(chan struct{})}
 	if ref.Topic == protocol.RetryTopic(g.pc.group) {
@@ -308,23 +286,17 @@ func (g *groupConsumer) newQueue(ref protocol.QueueRef) *groupQueue {
 				q.sub = s
 			}
 		}
-		if q.sub == nil {
-			if !g.unknown[ref] {
-				g.unknown[ref] = true
-				g.pc.o.logger.Warn("wharf client: assigned a queue of a topic not subscribed; ignoring it", "group", g.pc.group, "topic", ref.Topic, "queue", ref.QueueID)
-			}
-			return nil
-		}
 	}
 	q.ctx, q.cancel = context.WithCancel(g.runCtx)
 	q.hctx, q.hcancel = context.WithCancel(context.Background())
 	return q
 }
 
-// release gives a queue up: stop its pulls, wait (bounded) for its handler
-// calls, commit its offset, forget it, and heartbeat so that the broker
-// learns it is free.
-func (g *groupConsumer) release(q *groupQueue, notify bool) {
+// release gives a queue up (revoked, lease lost, or Close): stop its pulls,
+// wait (bounded) for its handler calls, commit its offset, forget it, and
+// tell the member core, which heartbeats at once after a revocation so that
+// the broker learns the queue is free.
+func (g *groupConsumer) release(q *groupQueue) {
 	defer g.wg.Done()
 	q.cancel()
 	g.waitHandlers(q)
@@ -334,15 +306,13 @@ func (g *groupConsumer) release(q *groupQueue, notify bool) {
 		g.pc.o.logger.Warn("wharf client: commit at release", "group", g.pc.group, "topic", q.ref.Topic, "queue", q.ref.QueueID, "err", err)
 	}
 	cancel()
-	g.mu.Lock()
-	if g.queues[q.ref] == q {
-		delete(g.queues, q.ref)
-	}
-	g.mu.Unlock()
 	g.pc.o.logger.Debug("wharf client: released", "group", g.pc.group, "topic", q.ref.Topic, "queue", q.ref.QueueID)
-	if notify {
-		g.heartbeatNow()
-	}
+	g.step(func(now time.Time) rebalance.MemberReady {
+		if g.queues[q.ref] == q {
+			delete(g.queues, q.ref)
+		}
+		return g.m.Released(now, q.ref)
+	})
 }
 
 // waitHandlers waits for the queue's pull loop and handler calls: up to the
@@ -767,26 +737,21 @@ func (g *groupConsumer) consumeOrderly(q *groupQueue, msgs []*protocol.MessageEx
 // close releases every queue (stop pulls, wait for handlers, commit), then
 // leaves the group and closes the connections.
 func (g *groupConsumer) close() error {
+	// The member core first: from Close on it acts on no answer, so a
+	// heartbeat answered meanwhile starts nothing.
 	g.mu.Lock()
-	g.closing = true
-	g.mu.Unlock()
-	g.hbCancel()
-	<-g.hbDone
-	<-g.leaseDone
-
-	g.mu.Lock()
+	r := g.m.Close(time.Now())
 	var qs []*groupQueue
-	for _, q := range g.queues {
-		if !q.releasing {
-			q.releasing = true
+	for _, ref := range r.Stop {
+		if q := g.queues[ref]; q != nil && !q.releasing {
 			qs = append(qs, q)
 		}
 	}
+	g.carryOut(r)
 	g.mu.Unlock()
-	for _, q := range qs {
-		g.wg.Add(1)
-		go g.release(q, false)
-	}
+	g.hbCancel()
+	<-g.timerDone
+	g.hbs.Wait()
 	g.wg.Wait() // every release and queue worker
 	g.runCancel()
 	<-g.commitEnd
@@ -978,5 +943,5 @@ func (pc *PushConsumer) Generation() int64 {
 	}
 	pc.g.mu.Lock()
 	defer pc.g.mu.Unlock()
-	return pc.g.generation
+	return pc.g.m.Generation()
 }

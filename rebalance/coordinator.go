@@ -8,6 +8,11 @@ import (
 	"github.com/wharfmq/wharf/protocol"
 )
 
+// timeoutIntervals: a member silent for longer than this many heartbeat
+// intervals is removed. It is more than the members' lease, so a member has
+// stopped consuming before its queues go to others.
+const timeoutIntervals = 3
+
 // Config is what a Coordinator needs from its broker.
 type Config struct {
 	// Group is the consumer group's name.
@@ -113,7 +118,7 @@ func New(cfg Config, now time.Time) *Coordinator {
 		// heartbeat intervals after their last acknowledged heartbeat, so
 		// for that long after the broker started it only learns owners from
 		// the members' reports and grants nothing else.
-		graceUntil: cfg.Boot.Add(2 * cfg.HeartbeatInterval),
+		graceUntil: cfg.Boot.Add(leaseIntervals * cfg.HeartbeatInterval),
 		// Generations start from the clock, so a coordinator after a
 		// restart never reuses a generation members echo from before it.
 		generation: now.UnixMilli() * 1000,
@@ -167,7 +172,7 @@ func (c *Coordinator) Tick(now time.Time) Ready {
 	c.armed = false
 	changed := false
 	for _, id := range c.memberIDs() {
-		if now.Sub(c.members[id].last) > 3*c.cfg.HeartbeatInterval {
+		if now.Sub(c.members[id].last) > timeoutIntervals*c.cfg.HeartbeatInterval {
 			delete(c.members, id)
 			c.ready.TimedOut = append(c.ready.TimedOut, id)
 			changed = true

@@ -30,6 +30,33 @@
 //
 // In broadcasting mode every subscriber is assigned every queue at once.
 //
+// A Member is one consumer's side: the push consumer of the client and the
+// simulator's group members both run it. Its inputs are the heartbeat's
+// life (HeartbeatSent, HeartbeatAnswered, HeartbeatFailed, ConnectionLost),
+// the broker's NOTIFY_CONSUMER_IDS_CHANGED (Notified), the owner finishing
+// a queue's release (Released), Tick and Close; each returns a MemberReady:
+// queues to start (with the generation), to stop (revoked: commit, then
+// release), to drop at once (lease lost), whether to heartbeat now with
+// which Owned list and Generation, and when to call Tick. The contract the
+// member keeps:
+//   - One heartbeat is in flight at a time; the next regular one is due an
+//     interval after the last ended (answered or failed). A notification, a
+//     revoked queue's release or a lost connection asks for one at once,
+//     sent when the one in flight ends. The broker's answer sets the
+//     interval.
+//   - The lease: a member consumes only while its last answered heartbeat
+//     was sent at most two intervals ago. Past that every queue it
+//     consumes is dropped, and an answer to a heartbeat sent longer ago
+//     grants nothing. The coordinator removes a silent member only after
+//     three intervals, so the member has stopped before its queues move.
+//   - A revoked queue stays in Owned until Released, and the heartbeat
+//     echoes the generation of the last assignment applied: together they
+//     tell the coordinator the queue is free. A queue revoked and granted
+//     again before its release restarts only after it.
+//   - An answer to a heartbeat not in flight (failed, lost with its
+//     connection, sent before Close) changes nothing; after Close the
+//     member stops everything and acts on no answer.
+//
 // This package imports only the standard library and protocol, so the
 // broker, the client and the simulator can all use it.
 package rebalance

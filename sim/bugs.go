@@ -18,10 +18,13 @@ type Bug struct {
 }
 
 // Planted is what a bug switches on in every node of a run: the broker's
-// faults (actors.Env.Faults) and the store's (storage.Config.Faults).
+// faults (actors.Env.Faults) and the store's (storage.Config.Faults); and in
+// every group member, whose member logic is the client's
+// (rebalance.MemberConfig.KeepRevoked).
 type Planted struct {
-	Actors  actors.Faults
-	Storage storage.Faults
+	Actors      actors.Faults
+	Storage     storage.Faults
+	KeepRevoked bool
 }
 
 // Bugs lists every bug switch.
@@ -32,6 +35,8 @@ var Bugs = []Bug{
 		Scenarios: []string{"sync-master"}, plant: func(p *Planted) { p.Actors.AckBeforeReplica = true }},
 	{Name: "double-assign", Breaks: "no queue has two owners at once in clustering mode",
 		Scenarios: []string{"rebalance"}, plant: func(p *Planted) { p.Actors.DoubleAssign = true }},
+	{Name: "keep-revoked", Breaks: "a member stops consuming a revoked queue before it reports it released",
+		Scenarios: []string{"rebalance"}, plant: func(p *Planted) { p.KeepRevoked = true }},
 	{Name: "skip-crc-check", Breaks: "recovery keeps a torn record; every record must be intact",
 		Scenarios: []string{"async-flush", "sync-flush"}, plant: func(p *Planted) { p.Storage.SkipCRCCheck = true }},
 	{Name: "no-flush-timeout", Breaks: "SYNC_FLUSH waiters get FLUSH_DISK_TIMEOUT at syncFlushTimeout",

@@ -3,25 +3,31 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/rebalance"
 )
 
-// A group member is a simulated push consumer in a consumer group: it
-// heartbeats, consumes the queues the broker's RebalanceCoordinator assigns
-// it, releases revoked queues (committing first), and holds a lease: it
-// stops consuming when its last acknowledged heartbeat was sent more than
-// two intervals ago (the broker drops a member after three).
+// A group member is a simulated push consumer in a consumer group. Its
+// member side of the protocol (the lease, applying assignments, the
+// generation it echoes, when it heartbeats) is the client's own
+// rebalance.Member; this file is its owner, as client/group.go is the
+// push consumer's: it sends the heartbeats the core asks for over the
+// simulated network, feeds it their outcomes, the broker's notifications
+// and the clock, and consumes the queues the core starts until it stops
+// or drops them (a stopped queue is committed first).
 
 const simGroupG = "simgroup"
 
 type ownedQueue struct {
 	next      int64
+	started   bool // its start offset is known
 	querying  bool
 	pulling   bool
-	releasing bool
+	releasing bool // stopped: its commit is on the way
 	pulls     int
 }
 
@@ -34,20 +40,24 @@ type memberPending struct {
 
 // GroupMember is one member.
 type GroupMember struct {
-	s        *Sim
-	num      int
-	name     string
-	conn     *Conn
-	opaque   uint32
-	pend     map[uint32]*memberPending
-	owned    map[protocol.QueueRef]*ownedQueue
-	lastHB   time.Time // send time of the last acknowledged heartbeat
-	alive    bool
-	cut      bool // partitioned from the broker
-	hbArmed  bool
-	stopped  bool
-	interval time.Duration
-	gen      int64 // generation of the last assignment applied
+	s      *Sim
+	num    int
+	name   string
+	core   *rebalance.Member
+	conn   *Conn
+	opaque uint32
+	pend   map[uint32]*memberPending
+	owned  map[protocol.QueueRef]*ownedQueue // started by the core and not yet released
+	alive  bool
+	cut    bool // partitioned from the broker
+	// stopped: the member left (Close); it unregisters once every queue
+	// is released.
+	stopped      bool
+	unregistered bool
+	inputs       []func(now time.Time) rebalance.MemberReady
+	feeding      bool
+	timerAt      time.Time
+	cancelTimer  func() bool
 }
 
 func (m *GroupMember) clientNum() int { return m.num }
@@ -55,52 +65,175 @@ func (m *GroupMember) clientNum() int { return m.num }
 func (s *Sim) newMember() *GroupMember {
 	s.memberSeq++
 	m := &GroupMember{s: s, num: 100 + s.memberSeq, name: fmt.Sprintf("m%d", s.memberSeq), pend: map[uint32]*memberPending{},
-		owned: map[protocol.QueueRef]*ownedQueue{}, alive: true, interval: s.node.acfg.ConsumerHeartbeatInterval}
+		owned: map[protocol.QueueRef]*ownedQueue{}, alive: true}
+	m.core = rebalance.NewMember(rebalance.MemberConfig{Group: simGroupG, Interval: s.node.acfg.ConsumerHeartbeatInterval,
+		Consumes: func(topic string) bool { return topic == simTopic }, KeepRevoked: s.planted.KeepRevoked})
 	s.members = append(s.members, m)
 	s.w.Tracef("member %s joins", m.name)
-	m.heartbeat()
+	m.input(m.core.Tick) // the joining heartbeat
 	return m
 }
 
-func (m *GroupMember) leased() bool {
-	return m.alive && !m.lastHB.IsZero() && m.s.w.now.Sub(m.lastHB) < 2*m.interval
+// input feeds the core one input and carries out its Ready. Inputs that
+// carrying it out causes (a queue released at once) wait until it is done,
+// so Readies are carried out one at a time, in the order of their inputs.
+func (m *GroupMember) input(in func(now time.Time) rebalance.MemberReady) {
+	m.inputs = append(m.inputs, in)
+	if m.feeding {
+		return
+	}
+	m.feeding = true
+	for len(m.inputs) > 0 && m.alive {
+		in := m.inputs[0]
+		m.inputs = m.inputs[1:]
+		m.carryOut(in(m.s.w.now))
+	}
+	m.inputs, m.feeding = nil, false
+}
+
+// carryOut does what a Ready asks: drop, stop, start, heartbeat, and arm
+// the timer for the next Tick.
+func (m *GroupMember) carryOut(r rebalance.MemberReady) {
+	for _, ref := range r.Drop {
+		m.s.w.Tracef("member %s: lease expired, dropping %v", m.name, ref)
+		m.released(ref) // nothing consumed since the lease ended: nothing to commit
+	}
+	for _, ref := range r.Stop {
+		q := m.owned[ref]
+		m.s.w.Tracef("member %s releases %v (gen %d)", m.name, ref, r.Generation)
+		if q == nil || !q.started {
+			m.released(ref) // nothing consumed, nothing to commit
+			continue
+		}
+		q.releasing = true
+		if !m.request(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID, CommitOffset: q.next},
+			&memberPending{queue: ref, offset: q.next}) {
+			m.released(ref) // as the client: a failed commit at release still releases
+		}
+	}
+	for _, ref := range r.Start {
+		if m.owned[ref] != nil {
+			continue
+		}
+		m.s.w.Tracef("member %s acquires %v (gen %d)", m.name, ref, r.Generation)
+		m.owned[ref] = &ownedQueue{}
+		m.query(ref)
+	}
+	if r.Heartbeat {
+		now := m.s.w.now
+		ok := m.request(&protocol.HeartbeatRequest{ClientID: m.name, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: simGroupG,
+			Subscriptions: []protocol.Subscription{{Topic: simTopic, Expression: "*"}}, Owned: r.Owned, Generation: r.Generation}}}, &memberPending{})
+		r = m.core.HeartbeatSent(now)
+		if !ok {
+			r = m.core.HeartbeatFailed(now) // no connection to send it on
+		}
+	}
+	m.arm(r.Deadline)
+}
+
+// released: the member is done with a queue; the core hears it next.
+func (m *GroupMember) released(ref protocol.QueueRef) {
+	delete(m.owned, ref)
+	m.input(func(now time.Time) rebalance.MemberReady { return m.core.Released(now, ref) })
+	if m.stopped && len(m.owned) == 0 && !m.unregistered {
+		m.unregistered = true
+		m.request(&protocol.UnregisterClientRequest{ClientID: m.name, Group: simGroupG}, &memberPending{})
+	}
+}
+
+// arm sets the timer for the core's next Tick.
+func (m *GroupMember) arm(at time.Time) {
+	if at.Equal(m.timerAt) {
+		return
+	}
+	if m.cancelTimer != nil {
+		m.cancelTimer()
+		m.cancelTimer = nil
+	}
+	m.timerAt = at
+	if at.IsZero() {
+		return
+	}
+	m.cancelTimer = m.s.w.at(at, owner{}, func() {
+		m.timerAt, m.cancelTimer = time.Time{}, nil
+		if m.alive {
+			m.input(m.core.Tick)
+		}
+	})
 }
 
 func (m *GroupMember) ensureConn() bool {
-	if m.conn == nil || m.conn.dead() {
-		if !m.s.node.up {
-			return false
-		}
-		m.s.conns++
-		m.conn = &Conn{s: m.s, id: m.s.conns, node: m.s.node, epoch: m.s.node.epoch, client: m, arrived: map[uint32]time.Time{}}
-		m.pend = map[uint32]*memberPending{}
-		for _, q := range m.owned {
-			q.pulling, q.querying = false, false
-		}
+	if m.conn != nil && !m.conn.dead() {
+		return true
 	}
+	m.connLost()
+	if !m.s.node.up {
+		return false
+	}
+	m.s.conns++
+	m.conn = &Conn{s: m.s, id: m.s.conns, node: m.s.node, epoch: m.s.node.epoch, client: m, arrived: map[uint32]time.Time{}}
 	return true
 }
 
-func (m *GroupMember) request(req protocol.Request, p *memberPending) {
+// connLost: the member's connection is gone with the requests on it. The
+// heartbeat in flight failed; a release whose commit was lost is done (as
+// a failed commit); pulls and offset queries start again after the next
+// heartbeat answer.
+func (m *GroupMember) connLost() {
+	ops := make([]uint32, 0, len(m.pend))
+	for op := range m.pend {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	pend := m.pend
+	m.pend = map[uint32]*memberPending{}
+	for _, op := range ops {
+		p := pend[op]
+		q := m.owned[p.queue]
+		switch {
+		case p.code == protocol.CodeHeartbeat:
+			m.input(m.core.ConnectionLost)
+		case q == nil:
+		case p.code == protocol.CodeUpdateConsumerOffset && q.releasing:
+			m.released(p.queue)
+		case p.code == protocol.CodePullMessage:
+			q.pulling = false
+		case p.code == protocol.CodeQueryConsumerOffset:
+			q.querying = false
+		}
+	}
+}
+
+// reset: the broker's kernel reset conn (its process died).
+func (m *GroupMember) reset(conn *Conn) {
+	if m.alive && conn == m.conn {
+		conn.closed = true
+		m.connLost()
+	}
+}
+
+// request sends a request; false if the member has no connection for it.
+func (m *GroupMember) request(req protocol.Request, p *memberPending) bool {
 	if m.cut || !m.ensureConn() {
-		return
+		return false
 	}
 	m.opaque++
 	frame, err := protocol.AppendRequest(nil, m.opaque, 0, req)
 	if err != nil {
 		m.s.w.Violationf("member %s: encode: %v", m.name, err)
-		return
+		return false
 	}
 	p.code, p.sentAt = req.RequestCode(), m.s.w.now
 	m.pend[m.opaque] = p
 	op, conn := m.opaque, m.conn
 	m.s.w.at(m.s.w.now.Add(reqTimeout), owner{}, func() {
-		if m.pend[op] != nil && conn == m.conn {
-			delete(m.pend, op)
+		if m.alive && m.pend[op] != nil && conn == m.conn {
 			m.conn.closed = true // a silent connection: start over
+			m.connLost()
 		}
 	})
 	conn.send(frame)
+	return true
 }
 
 func (m *GroupMember) ownedRefs() []protocol.QueueRef {
@@ -117,40 +250,14 @@ func (m *GroupMember) ownedRefs() []protocol.QueueRef {
 	return refs
 }
 
-// heartbeat sends a heartbeat now; the loop sends one every interval.
-func (m *GroupMember) heartbeat() {
-	if !m.alive || m.stopped {
-		return
-	}
-	m.request(&protocol.HeartbeatRequest{ClientID: m.name, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: simGroupG,
-		Subscriptions: []protocol.Subscription{{Topic: simTopic, Expression: "*"}}, Owned: m.ownedRefs(), Generation: m.gen}}}, &memberPending{})
-	if !m.hbArmed {
-		m.hbArmed = true
-		m.s.w.at(m.s.w.now.Add(m.interval), owner{}, func() {
-			m.hbArmed = false
-			m.heartbeat()
-		})
-	}
-}
-
-// tick drops everything when the lease ran out.
-func (m *GroupMember) tick() {
-	if len(m.owned) > 0 && !m.leased() {
-		m.s.w.Tracef("member %s: lease expired, dropping %d queues", m.name, len(m.owned))
-		m.owned = map[protocol.QueueRef]*ownedQueue{}
-	}
-}
-
 func (m *GroupMember) onResponse(c *Conn, f *protocol.Frame) {
-	// A member that left (Close) acts on nothing any more: an answer to a
-	// heartbeat it sent before unregistering must not make it consume.
-	if !m.alive || m.cut || m.stopped {
+	if !m.alive || m.cut {
 		return
 	}
 	p := m.pend[f.Opaque]
 	if p == nil || c != m.conn {
 		if f.Code == protocol.CodeNotifyConsumerIDsChanged && !f.IsResponse() {
-			m.heartbeat()
+			m.input(m.core.Notified)
 		}
 		return
 	}
@@ -159,102 +266,84 @@ func (m *GroupMember) onResponse(c *Conn, f *protocol.Frame) {
 	case protocol.CodeHeartbeat:
 		var r protocol.HeartbeatResponse
 		if f.Status != protocol.StatusOK || protocol.DecodeResponse(f, protocol.DefaultLimits(), &r) != nil {
+			m.input(m.core.HeartbeatFailed)
 			return
 		}
-		m.lastHB = p.sentAt
-		m.assign(r)
-		for _, a := range r.Assignments {
-			m.gen = a.Generation
-		}
+		m.input(func(now time.Time) rebalance.MemberReady { return m.core.HeartbeatAnswered(now, p.sentAt, r) })
+		m.revive()
 	case protocol.CodeQueryConsumerOffset:
-		q := m.owned[p.queue]
-		if q == nil || !q.querying {
-			return
-		}
-		q.querying = false
-		var off int64
-		if f.Status == protocol.StatusOK {
-			var r protocol.OffsetResponse
-			if protocol.DecodeResponse(f, protocol.DefaultLimits(), &r) == nil {
-				off = r.Offset
-			}
-		}
-		if acked := m.s.groupCommitted[p.queue]; off < acked {
-			m.s.w.Violationf("group %s queue %v: committed offset moved backwards: broker says %d, it acknowledged %d", simGroupG, p.queue, off, acked)
-		}
-		q.next = off
-		m.pull(p.queue)
+		m.onQuery(f, p)
 	case protocol.CodeUpdateConsumerOffset:
 		if f.Status == protocol.StatusOK && p.offset > m.s.groupCommitted[p.queue] {
 			m.s.groupCommitted[p.queue] = p.offset
 		}
 		if q := m.owned[p.queue]; q != nil && q.releasing {
-			delete(m.owned, p.queue) // released: the next heartbeat says so
-			m.heartbeat()
+			m.released(p.queue) // committed (or failed to): the core reports the release
 		}
 	case protocol.CodePullMessage:
 		m.onPull(f, p)
 	}
 }
 
-// assign applies an assignment: release what was revoked (commit first),
-// start what is new.
-func (m *GroupMember) assign(r protocol.HeartbeatResponse) {
-	want := map[protocol.QueueRef]bool{}
-	for _, a := range r.Assignments {
-		for _, q := range a.Queues {
-			if q.Topic == simTopic {
-				want[q] = true
-			}
-		}
-	}
+// revive restarts the pull loops and offset queries a lost connection
+// ended.
+func (m *GroupMember) revive() {
 	for _, ref := range m.ownedRefs() {
 		q := m.owned[ref]
-		if !want[ref] && !q.releasing {
-			m.s.w.Tracef("member %s releases %v (gen %v)", m.name, ref, r.Assignments[0].Generation)
-			q.releasing = true
-			if q.querying {
-				delete(m.owned, ref)
-				continue
-			}
-			m.request(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID, CommitOffset: q.next},
-				&memberPending{queue: ref, offset: q.next})
+		switch {
+		case q == nil || q.releasing || q.pulling || q.querying:
+		case q.started:
+			m.pull(ref)
+		default:
+			m.query(ref)
 		}
 	}
-	refs := make([]protocol.QueueRef, 0, len(want))
-	for q := range want {
-		refs = append(refs, q)
+}
+
+func (m *GroupMember) query(ref protocol.QueueRef) {
+	if q := m.owned[ref]; q != nil {
+		q.querying = m.request(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID},
+			&memberPending{queue: ref})
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].QueueID < refs[j].QueueID })
-	for _, ref := range refs {
-		if q, ok := m.owned[ref]; ok && !q.pulling && !q.querying && !q.releasing {
-			m.pull(ref) // its pull loop died with a connection
-		}
-		if _, ok := m.owned[ref]; !ok {
-			m.s.w.Tracef("member %s acquires %v (gen %v)", m.name, ref, r.Assignments[0].Generation)
-			m.owned[ref] = &ownedQueue{querying: true}
-			m.request(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID}, &memberPending{queue: ref})
+}
+
+func (m *GroupMember) onQuery(f *protocol.Frame, p *memberPending) {
+	q := m.owned[p.queue]
+	if q == nil || !q.querying {
+		return
+	}
+	q.querying = false
+	var off int64
+	if f.Status == protocol.StatusOK {
+		var r protocol.OffsetResponse
+		if protocol.DecodeResponse(f, protocol.DefaultLimits(), &r) == nil {
+			off = r.Offset
 		}
 	}
+	if acked := m.s.groupCommitted[p.queue]; off < acked {
+		m.s.w.Violationf("group %s queue %v: committed offset moved backwards: broker says %d, it acknowledged %d", simGroupG, p.queue, off, acked)
+	}
+	q.next, q.started = off, true
+	m.pull(p.queue)
 }
 
 func (m *GroupMember) pull(ref protocol.QueueRef) {
 	q := m.owned[ref]
-	if q == nil || q.pulling || q.releasing || q.querying || !m.leased() {
+	if !m.alive || q == nil || q.pulling || q.releasing || !q.started {
 		return
 	}
-	q.pulling = true
-	m.request(&protocol.PullRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID, QueueOffset: q.next,
-		MaxMsgNums: 16, SuspendTimeoutMillis: (m.interval / 2).Milliseconds()}, &memberPending{queue: ref, offset: q.next})
+	q.pulling = m.request(&protocol.PullRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID, QueueOffset: q.next,
+		MaxMsgNums: 16, SuspendTimeoutMillis: (m.s.node.acfg.ConsumerHeartbeatInterval / 2).Milliseconds()}, &memberPending{queue: ref, offset: q.next})
 }
 
 func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
-	q := m.owned[p.queue]
-	if q == nil {
-		return
+	if q := m.owned[p.queue]; q != nil {
+		q.pulling = false
 	}
-	q.pulling = false
-	if q.releasing || !m.leased() || p.offset != q.next {
+	// The lease first: an answer that comes after it ended is not consumed.
+	m.input(m.core.Tick)
+	q := m.owned[p.queue]
+	if q == nil || q.releasing || p.offset != q.next {
 		return // no longer ours, or stale: do not consume
 	}
 	if f.Status == protocol.StatusOK {
@@ -294,13 +383,17 @@ func (m *GroupMember) departed() {
 	}
 }
 
-// leave: the member releases everything and unregisters (a clean Close).
+// leave: the member closes: it stops every queue (commit, then release)
+// and then unregisters.
 func (m *GroupMember) leave() {
 	m.s.w.Tracef("member %s leaves", m.name)
 	m.departed()
-	m.request(&protocol.UnregisterClientRequest{ClientID: m.name, Group: simGroupG}, &memberPending{})
-	m.owned = map[protocol.QueueRef]*ownedQueue{}
 	m.stopped = true
+	m.input(m.core.Close)
+	if len(m.owned) == 0 && !m.unregistered {
+		m.unregistered = true
+		m.request(&protocol.UnregisterClientRequest{ClientID: m.name, Group: simGroupG}, &memberPending{})
+	}
 }
 
 // crash: the member's process dies; the broker finds out by its silence.
@@ -309,6 +402,7 @@ func (m *GroupMember) crash() {
 	m.departed()
 	m.alive = false
 	m.owned = map[protocol.QueueRef]*ownedQueue{}
+	m.arm(time.Time{})
 	if m.conn != nil {
 		m.conn.closed = true
 	}
@@ -324,10 +418,9 @@ func (s *Sim) checkOwners() {
 	defer s.timeRebalances()
 	seen := map[protocol.QueueRef]string{}
 	for _, m := range s.members {
-		m.tick()
-		if !m.leased() {
-			continue
-		}
+		// What the member's core has started and not stopped or dropped
+		// is consumed: the lease is the core's to enforce, not the
+		// checker's to assume.
 		for ref, q := range m.owned {
 			if q.releasing {
 				continue
@@ -347,9 +440,6 @@ func (s *Sim) timeRebalances() {
 	}
 	consuming := map[protocol.QueueRef]string{}
 	for _, m := range s.members {
-		if !m.leased() {
-			continue
-		}
 		for ref, q := range m.owned {
 			if !q.releasing && !q.querying {
 				consuming[ref] = m.name
@@ -418,12 +508,11 @@ func (s *Sim) injectGroupFault(kind string) {
 		w.Tracef("member %s partitioned for %v", m.name, d)
 		m.cut = true
 		if m.conn != nil {
-			m.conn.closed = true
+			m.reset(m.conn)
 		}
 		w.at(w.now.Add(d), owner{}, func() {
 			m.cut = false
-			w.Tracef("member %s reconnects", m.name)
-			m.heartbeat()
+			w.Tracef("member %s reconnects", m.name) // its next heartbeat goes through
 		})
 	}
 }

@@ -154,6 +154,7 @@ type Sim struct {
 	slaveCrashAt  time.Time // the slave's last crash
 	slaveRefused  bool      // the master refused the slave (diverged logs)
 
+	planted        Planted // the bug of the run, in every node and member
 	members        []*GroupMember
 	memberSeq      int
 	groupCommitted map[protocol.QueueRef]int64 // highest group commit the broker acknowledged
@@ -248,6 +249,7 @@ func Run(opt Options) (res *Result) {
 		}
 		planted = bug.Faults()
 	}
+	s.planted = planted
 	acfg, scfg := nodeConfigs(sc, false)
 	scfg.Faults = planted.Storage
 	s.node = newNode(w, "broker-a", acfg, scfg, DefaultDisk())
@@ -416,6 +418,11 @@ func (s *Sim) crashAndRestart(opts vfs.CrashOptions, down time.Duration) {
 	for _, c := range s.clients {
 		if conn := c.conn; conn != nil && conn.node == n {
 			s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{}, func() { c.reset(conn) })
+		}
+	}
+	for _, m := range s.members {
+		if conn := m.conn; conn != nil && conn.node == n {
+			s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{}, func() { m.reset(conn) })
 		}
 	}
 	s.w.at(s.w.now.Add(down), owner{}, func() {
