@@ -106,8 +106,8 @@ func (a *writerActor) importDeleted(ctx actor.Context, data []byte) {
 }
 
 // deletedMetadata is the master's watermarks for its slaves.
-func (a *writerActor) deletedMetadata() ([]byte, bool) {
-	d := a.st.Deleted()
+func deletedMetadata(st *storage.Store) ([]byte, bool) {
+	d := st.Deleted()
 	if len(d) == 0 {
 		return nil, false
 	}

@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -10,9 +8,10 @@ import (
 	"github.com/wharfmq/wharf/protocol"
 )
 
-// The writer actor's replication: a master's ha.Replicator, a slave's
-// ha.Follower, the connections they talk over, and the metadata
-// (topics, consumer offsets) that travels beside the log.
+// The writer actor's part of replication: a slave's ha.Follower (the
+// writer appends the master's bytes: it is the log's one appender in every
+// role), the progress a master's replicator actor reports for the gate,
+// and the handler of the replication connections.
 
 // haIn is one read burst from a replication peer.
 type haIn struct {
@@ -36,13 +35,13 @@ type haDialed struct {
 // haReconnect retries the link.
 type haReconnect struct{ gen int }
 
-// haHandler is the Handler of the replication port (a master's slaves) and
-// of a slave's link to its master: it decodes frames and hands them to the
-// writer.
+// haHandler is the Handler of the replication port (to the replicator
+// actor) and of a slave's link to its master (to the writer): it decodes
+// frames and hands them to their owner.
 type haHandler struct {
 	k      *kit
 	limits protocol.Limits
-	writer func() *actor.PID
+	writer func() *actor.PID // the owner
 }
 
 func (h *haHandler) Deliver(in *Inbound) {
@@ -67,16 +66,14 @@ func (a *writerActor) replication(ctx actor.Context, msg any) {
 	case *haIn:
 		a.haIn(ctx, now, m)
 	case *haGone:
-		delete(a.peers, m.conn.ID())
-		switch {
-		case a.repl != nil:
-			a.repl.Gone(m.conn.ID())
-			a.drainReplicator(ctx)
-		case a.fol != nil && m.conn == a.link:
+		if a.fol != nil && m.conn == a.link {
 			a.link = nil
 			a.fol.Gone(m.conn.ID())
 			a.drainFollower(ctx)
 		}
+	case *replProgress:
+		a.gate.Replicas(now, m.acked, m.inSync)
+		a.drainGate()
 	case *haDialed:
 		a.dialed(ctx, now, m)
 	case *haReconnect:
@@ -88,88 +85,26 @@ func (a *writerActor) replication(ctx actor.Context, msg any) {
 		a.haTick(ctx, now)
 		a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
 	case *metaSnapshot:
-		req := &protocol.HAMetadataRequest{Kind: m.kind, Data: m.data}
-		switch {
-		case a.repl != nil:
-			a.repl.Broadcast(req)
-			a.drainReplicator(ctx)
-		case a.link != nil:
-			a.link.Send(req)
+		if a.link != nil {
+			a.link.Send(&protocol.HAMetadataRequest{Kind: m.kind, Data: m.data})
 		}
 	}
 }
 
+// haIn handles what the master sends on a slave's link.
 func (a *writerActor) haIn(ctx actor.Context, now time.Time, m *haIn) {
-	switch {
-	case a.fol != nil && m.conn == a.link:
-		a.fol.Receive(now, m.conn.ID(), m.reqs)
-		a.drainFollower(ctx)
-		return
-	case a.repl == nil:
-		// A slave's replication port: nobody may replicate from it.
-		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName)})
-		m.conn.Close("replication requested from a slave")
+	if a.fol == nil || m.conn != a.link {
+		m.conn.Close("not this broker's link to its master")
 		return
 	}
-	a.peers[m.conn.ID()] = m.conn
-	for _, req := range m.reqs {
-		switch r := req.(type) {
-		case *protocol.HAReportRequest:
-			a.repl.Report(now, m.conn.ID(), m.conn.RemoteAddr(), r)
-		case *protocol.HAMetadataRequest:
-			if r.Kind == "offsets" { // a slave's consumer offsets: merged, never lost
-				ctx.Send(a.p.offsets, &importMeta{kind: r.Kind, data: r.Data})
-			}
-		default:
-			m.conn.Close(fmt.Sprintf("unexpected %v on the replication port", req.RequestCode()))
-			return
-		}
-	}
-	a.drainReplicator(ctx)
+	a.fol.Receive(now, m.conn.ID(), m.reqs)
+	a.drainFollower(ctx)
 }
 
 func (a *writerActor) haTick(ctx actor.Context, now time.Time) {
-	switch {
-	case a.repl != nil:
-		a.repl.Tick(now)
-		a.drainReplicator(ctx)
-	case a.fol != nil:
+	if a.fol != nil {
 		a.fol.Tick(now)
 		a.drainFollower(ctx)
-	}
-}
-
-// drainReplicator carries out what the replicator asks for and tells the
-// gate the slaves' progress.
-func (a *writerActor) drainReplicator(ctx actor.Context) {
-	rd := a.repl.Ready()
-	for _, s := range rd.Sends {
-		if c := a.peers[s.Peer]; c != nil {
-			c.Send(s.Req)
-		}
-	}
-	for _, c := range rd.Closes {
-		if conn := a.peers[c.Peer]; conn != nil {
-			conn.Close(c.Reason)
-			delete(a.peers, c.Peer)
-		}
-	}
-	if rd.Progress {
-		var inSync int
-		a.acked, inSync = a.repl.Acked(a.acked[:0])
-		a.gate.Replicas(a.k.now(), a.acked, inSync)
-		a.drainGate()
-		a.v.publishSlaves(a.repl.Slaves())
-	}
-	if rd.Metadata {
-		if data, err := json.Marshal(a.v.topicsSnapshot()); err == nil {
-			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: "topics", Data: data})
-		}
-		if data, ok := a.deletedMetadata(); ok {
-			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: deletedKind, Data: data})
-		}
-		ctx.Request(a.p.offsets, &exportOffsets{})
-		a.drainReplicator(ctx)
 	}
 }
 

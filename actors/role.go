@@ -88,9 +88,7 @@ func (a *writerActor) enterRole(now time.Time) {
 			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval}, a.st, a.k.log)
 		a.fol.Start(now)
 	default:
-		a.repl = ha.NewReplicator(ha.ReplicatorConfig{MaxGapNotInSync: a.cfg.HAMaxGapNotInSync, TransferBatchSize: a.cfg.HATransferBatchSize,
-			CatchUpFromLastSegment: a.cfg.HACatchUpFromLastSegment, HousekeepingInterval: a.cfg.HAHousekeepingInterval,
-			MetadataInterval: a.cfg.HAMetadataInterval}, a.st.CommitLog(), a.k.log)
+		a.k.send(a.p.replicator, &replActive{on: true})
 		a.prepare()
 	}
 }
@@ -104,13 +102,11 @@ func (a *writerActor) enterRole(now time.Time) {
 func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	now, from := a.k.now(), a.role
 	// Leave the old role's cores.
-	if a.repl != nil && m.to.slave() {
+	if !from.slave() && m.to.slave() {
 		a.gate.Drain(now, "role changed to "+m.to.role)
 		a.drainGate()
-		a.repl.CloseAll("this broker is no longer a master")
-		a.drainReplicator(ctx)
-		a.repl = nil
-		a.v.publishSlaves(nil)
+		a.gate.Replicas(now, nil, 0)
+		ctx.Send(a.p.replicator, &replActive{on: false, reason: "this broker is no longer a master"})
 	}
 	if a.fol != nil {
 		a.fol.Stop("this broker is no longer a slave of " + from.master)
@@ -125,7 +121,7 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	case m.to.slave():
 		a.enterRole(now)
 		a.drainFollower(ctx)
-	case a.repl == nil:
+	case from.slave():
 		a.enterRole(now)
 	default: // ASYNC_MASTER <-> SYNC_MASTER: the same cores, another promise
 		a.gate.SetMode(now, a.gateMode())

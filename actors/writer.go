@@ -53,6 +53,10 @@ type flushDone struct {
 // flushTick drives ASYNC_FLUSH.
 type flushTick struct{}
 
+// pumpTick tells the replicator the log grew (self-sent, so that it comes
+// after the sends already queued).
+type pumpTick struct{}
+
 // gateTick is a gate deadline.
 type gateTick struct{ at time.Time }
 
@@ -70,15 +74,13 @@ type writerActor struct {
 	w         *writer.Writer
 	gate      *gate.Gate
 	flush     *flush.Policy
-	repl      *ha.Replicator // a master's
-	fol       *ha.Follower   // a slave's
+	fol       *ha.Follower // a slave's
 	link      Conn           // a slave's link to its master
-	peers     map[uint64]Conn
 	preparing bool
+	pumpSoon  bool // a pumpTick is queued
 	gateArmed time.Time
 	items     []writer.Item
 	itemPtrs  []*writer.Item
-	acked     []int64
 }
 
 func newWriterActor(d writerDeps, role roleState) *writerActor {
@@ -98,6 +100,9 @@ func (a *writerActor) Receive(ctx actor.Context) {
 			a.startFlush(target)
 		}
 		a.k.after(a.flush.TickEvery(), a.self, &flushTick{})
+	case *pumpTick:
+		a.pumpSoon = false
+		ctx.Send(a.p.replicator, &logAppended{})
 	case *gateTick:
 		if m.at.Equal(a.gateArmed) {
 			a.gateArmed = time.Time{}
@@ -133,7 +138,6 @@ func (a *writerActor) start(ctx actor.Context) {
 		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
 		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
 	a.gate = gate.New(a.gateMode(), cl.FlushedOffset())
-	a.peers = map[uint64]Conn{}
 	if d := a.flush.TickEvery(); d > 0 {
 		a.k.after(d, a.self, &flushTick{})
 	}
@@ -261,9 +265,21 @@ func (a *writerActor) verdict(r *request, ok protocol.Fields, v gate.Verdict) {
 // drainGate answers what the gate released and arms its next deadline.
 func (a *writerActor) drainGate() {
 	rd := a.gate.Ready()
-	for _, v := range rd.Verdicts {
-		p := v.Token.(*pendingReply)
-		a.verdict(p.request, p.ok, v)
+	if len(rd.Verdicts) > inlineAnswers && a.p.replier != nil {
+		// Many answers at once (a group commit, a slave's report): the
+		// replier encodes and writes them, on the other core, while this
+		// actor goes on appending.
+		batch := &answers{items: make([]answer, 0, len(rd.Verdicts))}
+		for _, v := range rd.Verdicts {
+			p := v.Token.(*pendingReply)
+			batch.items = append(batch.items, answer{req: p.request, ok: p.ok, v: v})
+		}
+		a.k.send(a.p.replier, batch)
+	} else {
+		for _, v := range rd.Verdicts {
+			p := v.Token.(*pendingReply)
+			a.verdict(p.request, p.ok, v)
+		}
 	}
 	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
 		a.gateArmed = rd.Deadline
@@ -282,9 +298,12 @@ func (a *writerActor) appended(ctx actor.Context) {
 	if a.cfg.FlushDiskType != SyncFlush {
 		ctx.Send(a.p.reput, &logAppended{})
 	}
-	if a.repl != nil {
-		a.repl.Appended()
-		a.drainReplicator(ctx)
+	if !a.role.slave() && !a.pumpSoon {
+		// Tell the replicator once the sends already in the mailbox are
+		// appended too: one transfer to each slave (and one report back)
+		// per mailbox run instead of one per write batch.
+		a.pumpSoon = true
+		ctx.Send(a.self, &pumpTick{})
 	}
 }
 
