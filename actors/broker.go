@@ -125,9 +125,8 @@ func (b *Broker) Start() error {
 	start := b.startRole()
 	// A restarted writer takes the role in force, not the one the broker
 	// started with: the role may have changed at run time.
-	b.p.replier = spawn("replier", func() actor.Actor { return &replier{k: b.k} })
-	// The replicator first: the writer tells it of roles as it starts.
-	b.p.replicator = spawn("replicator", func() actor.Actor { return newReplicatorActor(b.k, b.p, b.v, b.store, b.cfg) })
+	// The durability actor first: the writer hands it appends and roles.
+	b.p.durability = spawn("durability", func() actor.Actor { return newDurabilityActor(b.k, b.p, b.v, b.store, b.cfg) })
 	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, b.v.currentRole()) })
 	b.p.role = spawn("role", func() actor.Actor {
 		return &roleActor{k: b.k, p: b.p, v: b.v, cur: start, scheduler: b.childProps(b.newScheduler)}
@@ -147,7 +146,7 @@ func (b *Broker) newScheduler() actor.Actor {
 // HAHandler is the Handler for the haListenPort: a master's slaves
 // connect there (a slave refuses them).
 func (b *Broker) HAHandler() Handler {
-	return &haHandler{k: b.k, limits: b.limits, writer: func() *actor.PID { return b.p.replicator }}
+	return &haHandler{k: b.k, limits: b.limits, writer: func() *actor.PID { return b.p.durability }}
 }
 
 // isSlave reports the broker's current role.
@@ -176,7 +175,7 @@ func (b *Broker) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
 		// The role supervisor first: it stops the scheduler, its child.
-		for _, pid := range []*actor.PID{b.p.role, b.p.writer, b.p.replier, b.p.replicator, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
+		for _, pid := range []*actor.PID{b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				_ = b.sys.Root.PoisonFuture(pid).Wait()
 			}

@@ -23,28 +23,34 @@
 //
 //	file            actor            core (package)        decides
 //	broker.go       (transport)      -                     routing of a read burst; answers from published views
-//	writer.go       writer           writer.Writer         topic check, queue choice, delay diversion, the append
-//	                                 flush.Policy          when to fsync (group commit, or interval)
-//	                                 gate.Gate             when a send is answered, and with which status
-//	replication.go  writer           ha.Replicator         a master's slaves: divergence check, streaming, acks
-//	                                 ha.Follower           a slave's link: dial, append the master's bytes, report
+//	writer.go       writer           writer.Writer         topic check, queue choice, delay diversion, the append;
+//	                                 gate.Mode.Waits       which sends are answered at once (the rest: the gate)
+//	replication.go  writer           ha.Follower           a slave's link: dial, append the master's bytes, report
+//	durability.go   durability       flush.Policy          when to fsync (group commit, or interval)
+//	                                 gate.Gate             when a waiting send is answered, and with which status
+//	                                 ha.Replicator         a master's slaves: divergence check, streaming, acks
 //	role.go         role             validRole             the broker's role; runs the delay scheduler on a master
 //	reput.go        reput            dispatch.Reput        what is visible, which queue gets which record, checkpoints
 //	dispatch.go     dispatch (1/q)   dispatch.Queue        pulls, long polls, read checks (dispatch.Topics)
 //	index.go        index            dispatch.Index/Query  index flush cadence, QUERY_MESSAGE limits
 //	topics.go       topics           meta.Topics           the topic table, topics.json
+//	deltopic.go     writer, reput    storage.Deleted       a deleted topic's watermark, its queues dropped
 //	offsets.go      offsets          meta.Offsets          consumer offsets, consumerOffset.json, commit acks
 //	groups.go       groups (1/group) rebalance.Coordinator membership, allocation, hand-over
 //	scheduler.go    scheduler        delay.Scheduler       re-storing due delayed messages, delayOffset.json
 //	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
 //	-               supervision      supervise             restart budget on the Clock; Env.Fatal beyond it
 //
-// The writer is the one owner of the CommitLog in every role: a master's
-// writer appends sends, a slave's appends its master's bytes; it flushes,
-// runs retention and answers sends through the gate. Keeping the log's end,
-// its flushed offset and the slaves' acknowledgements in one actor keeps
-// the gate's inputs in one owner (no cross-actor atomics) and saves a hop
-// on every SYNC_FLUSH and SYNC_MASTER answer.
+// The writer is the one appender of the CommitLog in every role: a
+// master's writer appends sends, a slave's its master's bytes; it runs
+// retention. The durability actor owns what makes an append durable and
+// the answer to every send that waits for it: the flushed offset, the
+// slaves' acknowledgements and the gate all live there (no cross-actor
+// atomics), and its mailbox holds fsync completions and slaves' reports,
+// not sends, so a group commit or a slave's acknowledgement is answered
+// without queueing behind appends. (Hosting gate and replication in the
+// writer saved a hop but cost SYNC_FLUSH-64 a tenth and sync-master-64 a
+// third of its throughput on two cores: docs/BENCHMARKS.md.)
 //
 // Imports: protocol, storage, rebalance, internal/invariant, protoactor.
 // Never netio, gnet or sim (internal/archtest holds it).

@@ -26,7 +26,7 @@ type kit struct {
 // Start before any message flows (the role supervisor fills replicator and
 // scheduler when it starts them).
 type pids struct {
-	role, writer, replier, reput, index, topics, offsets, groups, replicator, scheduler *actor.PID
+	role, writer, durability, reput, index, topics, offsets, groups, scheduler *actor.PID
 }
 
 func (k *kit) now() time.Time { return k.clock.Now() }

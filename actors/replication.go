@@ -71,9 +71,7 @@ func (a *writerActor) replication(ctx actor.Context, msg any) {
 			a.fol.Gone(m.conn.ID())
 			a.drainFollower(ctx)
 		}
-	case *replProgress:
-		a.gate.Replicas(now, m.acked, m.inSync)
-		a.drainGate()
+
 	case *haDialed:
 		a.dialed(ctx, now, m)
 	case *haReconnect:

@@ -80,15 +80,15 @@ func validRole(cur roleState, req *protocol.UpdateBrokerRoleRequest) (roleState,
 }
 
 // enterRole starts the cores of the writer's current role.
-func (a *writerActor) enterRole(now time.Time) {
-	a.gate.SetMode(now, a.gateMode())
+// drain, if set, is why the sends waiting for the gate are answered now.
+func (a *writerActor) enterRole(now time.Time, drain string) {
+	a.k.send(a.p.durability, &durabilityRole{mode: a.gateMode(), master: !a.role.slave(), drain: drain})
 	switch {
 	case a.role.slave():
 		a.fol = ha.NewFollower(ha.FollowerConfig{BrokerName: a.cfg.BrokerName, BrokerID: a.role.brokerID, MasterAddr: a.role.master,
 			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval}, a.st, a.k.log)
 		a.fol.Start(now)
 	default:
-		a.k.send(a.p.replicator, &replActive{on: true})
 		a.prepare()
 	}
 }
@@ -102,11 +102,15 @@ func (a *writerActor) enterRole(now time.Time) {
 func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	now, from := a.k.now(), a.role
 	// Leave the old role's cores.
+	drain := ""
 	if !from.slave() && m.to.slave() {
-		a.gate.Drain(now, "role changed to "+m.to.role)
-		a.drainGate()
-		a.gate.Replicas(now, nil, 0)
-		ctx.Send(a.p.replicator, &replActive{on: false, reason: "this broker is no longer a master"})
+		drain = "role changed to " + m.to.role
+		// Sends appended but not yet handed over wait with the others
+		// and are answered by the drain.
+		if len(a.waits) > 0 {
+			ctx.Send(a.p.durability, &appended{waits: a.waits})
+			a.waits = nil
+		}
 	}
 	if a.fol != nil {
 		a.fol.Stop("this broker is no longer a slave of " + from.master)
@@ -119,14 +123,13 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	// Enter the new one's.
 	switch {
 	case m.to.slave():
-		a.enterRole(now)
+		a.enterRole(now, drain)
 		a.drainFollower(ctx)
 	case from.slave():
-		a.enterRole(now)
+		a.enterRole(now, "")
 	default: // ASYNC_MASTER <-> SYNC_MASTER: the same cores, another promise
-		a.gate.SetMode(now, a.gateMode())
+		ctx.Send(a.p.durability, &durabilityRole{mode: a.gateMode(), master: true})
 	}
-	a.drainGate()
 	a.k.log.Info("broker role changed", "from", from.role, "to", m.to.role, "master", m.to.master, "brokerId", m.to.brokerID)
 	ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: a.role})
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/wharfmq/wharf/actors/flush"
 	"github.com/wharfmq/wharf/actors/gate"
 	"github.com/wharfmq/wharf/actors/ha"
 	"github.com/wharfmq/wharf/actors/writer"
@@ -44,43 +43,23 @@ type segmentPrepared struct {
 	err error
 }
 
-// flushDone reports a finished fsync.
-type flushDone struct {
-	flushed int64
-	err     error
-}
-
-// flushTick drives ASYNC_FLUSH.
-type flushTick struct{}
-
-// pumpTick tells the replicator the log grew (self-sent, so that it comes
-// after the sends already queued).
-type pumpTick struct{}
-
-// gateTick is a gate deadline.
-type gateTick struct{ at time.Time }
-
-// pendingReply is a send the gate holds: where to answer, and the answer
-// if the gate says OK.
-type pendingReply struct {
-	*request
-	ok protocol.Fields
-}
+// notifyTick hands what was appended to the durability actor (self-sent,
+// so that it comes after the sends already queued: one notification per
+// mailbox run, whose flush and transfer cover all of them).
+type notifyTick struct{}
 
 type writerActor struct {
 	writerDeps
-	self      *actor.PID
-	role      roleState
-	w         *writer.Writer
-	gate      *gate.Gate
-	flush     *flush.Policy
-	fol       *ha.Follower // a slave's
-	link      Conn           // a slave's link to its master
-	preparing bool
-	pumpSoon  bool // a pumpTick is queued
-	gateArmed time.Time
-	items     []writer.Item
-	itemPtrs  []*writer.Item
+	self       *actor.PID
+	role       roleState
+	w          *writer.Writer
+	fol        *ha.Follower // a slave's
+	link       Conn         // a slave's link to its master
+	preparing  bool
+	notifySoon bool            // a notifyTick is queued
+	waits      []*pendingReply // sends waiting for the gate, not yet handed over
+	items      []writer.Item
+	itemPtrs   []*writer.Item
 }
 
 func newWriterActor(d writerDeps, role roleState) *writerActor {
@@ -93,22 +72,10 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *writeBatch:
 		a.write(ctx, m)
-	case *flushDone:
-		a.flushDone(ctx, m)
-	case *flushTick:
-		if target, ok := a.flush.Tick(a.k.now(), a.st.CommitLog().MaxOffset(), a.st.CommitLog().FlushedOffset()); ok {
-			a.startFlush(target)
-		}
-		a.k.after(a.flush.TickEvery(), a.self, &flushTick{})
-	case *pumpTick:
-		a.pumpSoon = false
-		ctx.Send(a.p.replicator, &logAppended{})
-	case *gateTick:
-		if m.at.Equal(a.gateArmed) {
-			a.gateArmed = time.Time{}
-		}
-		a.gate.Tick(a.k.now())
-		a.drainGate()
+	case *notifyTick:
+		a.notifySoon = false
+		ctx.Send(a.p.durability, &appended{waits: a.waits})
+		a.waits = nil
 	case *segmentPrepared:
 		a.adopt(m)
 	case *cleanTick:
@@ -130,33 +97,21 @@ func (a *writerActor) Receive(ctx actor.Context) {
 func (a *writerActor) start(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.role.gen = a.v.nextGen()
-	cl := a.st.CommitLog()
 	now := a.k.now()
 	a.w = writer.New(writer.Config{StoreHost: a.cfg.StoreHost, AutoCreateTopicEnable: a.cfg.AutoCreateTopicEnable,
 		DefaultTopicQueueNums: a.cfg.DefaultTopicQueueNums, DelayLevels: a.cfg.DelayLevels}, a.st)
-	a.flush = flush.New(flush.Config{Sync: a.cfg.FlushDiskType == SyncFlush, Interval: a.cfg.FlushIntervalCommitLog,
-		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
-		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
-	a.gate = gate.New(a.gateMode(), cl.FlushedOffset())
-	if d := a.flush.TickEvery(); d > 0 {
-		a.k.after(d, a.self, &flushTick{})
-	}
 	if a.cfg.CleanResourceInterval > 0 {
 		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
 	}
 	a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
-	a.enterRole(now)
+	a.enterRole(now, "")
 	if a.fol != nil {
 		a.drainFollower(ctx) // a slave dials its master now, not at the first heartbeat
 	}
 }
 
 // gateMode is the gate's mode for the current role.
-func (a *writerActor) gateMode() gate.Mode {
-	return gate.Mode{SyncFlush: a.cfg.FlushDiskType == SyncFlush, SyncMaster: a.role.role == RoleSyncMaster,
-		InSyncReplicas: a.cfg.InSyncReplicas, FlushTimeout: a.cfg.SyncFlushTimeout, SlaveTimeout: a.cfg.SlaveTimeout,
-		AckBeforeFlush: a.k.faults.AckBeforeFlush, NoFlushTimeout: a.k.faults.NoFlushTimeout, AckBeforeReplica: a.k.faults.AckBeforeReplica}
-}
+func (a *writerActor) gateMode() gate.Mode { return gateMode(a.cfg, a.k.faults, a.role) }
 
 func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	if a.role.slave() {
@@ -175,7 +130,6 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	if res.Stored > 0 {
 		a.appended(ctx)
 	}
-	a.drainGate()
 	a.prepare()
 }
 
@@ -232,14 +186,14 @@ func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, wi 
 		a.k.respond(it.request, o.Status, o.Remark, nil)
 		return
 	}
-	wait := !it.oneway && it.msgs[0].WaitStoreMsgOK()
-	var tok any
-	if wait {
-		tok = &pendingReply{request: it.request, ok: o.Fields}
+	// The gate's rule: a send that need not wait for durability is
+	// answered OK here at once; the others go to the gate, in the
+	// durability actor, which answers them.
+	if !a.gateMode().Waits(!it.oneway && it.msgs[0].WaitStoreMsgOK()) {
+		a.k.respond(it.request, protocol.StatusOK, "", o.Fields)
+		return
 	}
-	if v, decided := a.gate.Admit(now, tok, o.End, wait); decided {
-		a.verdict(it.request, o.Fields, v)
-	}
+	a.waits = append(a.waits, &pendingReply{request: it.request, ok: o.Fields, end: o.End})
 }
 
 // refuse answers an item that cannot be written. An internal item (a due
@@ -254,82 +208,24 @@ func (a *writerActor) refuse(ctx actor.Context, it *sendItem, st protocol.Status
 	a.k.respond(it.request, st, remark, nil)
 }
 
-func (a *writerActor) verdict(r *request, ok protocol.Fields, v gate.Verdict) {
-	if v.Status == protocol.StatusOK {
-		a.k.respond(r, protocol.StatusOK, "", ok)
-		return
-	}
-	a.k.respond(r, v.Status, v.Remark, nil)
-}
-
-// drainGate answers what the gate released and arms its next deadline.
-func (a *writerActor) drainGate() {
-	rd := a.gate.Ready()
-	if len(rd.Verdicts) > inlineAnswers && a.p.replier != nil {
-		// Many answers at once (a group commit, a slave's report): the
-		// replier encodes and writes them, on the other core, while this
-		// actor goes on appending.
-		batch := &answers{items: make([]answer, 0, len(rd.Verdicts))}
-		for _, v := range rd.Verdicts {
-			p := v.Token.(*pendingReply)
-			batch.items = append(batch.items, answer{req: p.request, ok: p.ok, v: v})
-		}
-		a.k.send(a.p.replier, batch)
-	} else {
-		for _, v := range rd.Verdicts {
-			p := v.Token.(*pendingReply)
-			a.verdict(p.request, p.ok, v)
-		}
-	}
-	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
-		a.gateArmed = rd.Deadline
-		a.k.after(rd.Deadline.Sub(a.k.now()), a.self, &gateTick{at: rd.Deadline})
-	}
-}
-
-// appended follows a growth of the log: flush it (SYNC_FLUSH), make it
-// visible to consumers (ASYNC_FLUSH: at once; SYNC_FLUSH: once flushed),
-// stream it to slaves.
+// appended follows a growth of the log: make it visible to consumers
+// (ASYNC_FLUSH: at once; SYNC_FLUSH: once flushed, which the durability
+// actor says) and hand it to the durability actor (flush, gate, slaves)
+// once this mailbox run's appends are done.
 func (a *writerActor) appended(ctx actor.Context) {
-	cl := a.st.CommitLog()
-	if target, ok := a.flush.Appended(cl.MaxOffset(), cl.FlushedOffset()); ok {
-		a.startFlush(target)
-	}
 	if a.cfg.FlushDiskType != SyncFlush {
 		ctx.Send(a.p.reput, &logAppended{})
 	}
-	if !a.role.slave() && !a.pumpSoon {
-		// Tell the replicator once the sends already in the mailbox are
-		// appended too: one transfer to each slave (and one report back)
-		// per mailbox run instead of one per write batch.
-		a.pumpSoon = true
-		ctx.Send(a.self, &pumpTick{})
+	if len(a.waits) > 0 {
+		// Sends wait for it: at once, as group commit wants the fsync
+		// started (or the gate's admission made) without delay.
+		ctx.Send(a.p.durability, &appended{waits: a.waits})
+		a.waits = nil
+		return
 	}
-}
-
-// startFlush runs one fsync of the log up to target, off the actor.
-func (a *writerActor) startFlush(target int64) {
-	st := a.st
-	a.k.io(a.self, func() any {
-		flushed, err := st.Flush(target)
-		return &flushDone{flushed: flushed, err: err}
-	})
-}
-
-func (a *writerActor) flushDone(ctx actor.Context, m *flushDone) {
-	now := a.k.now()
-	a.gate.Flushed(now, m.flushed)
-	if m.err != nil {
-		a.k.log.Error("commitlog fsync failed: data since the last successful flush may be lost; refusing writes", "err", m.err, "flushed", m.flushed)
-		a.gate.FlushFailed(now, m.err)
-	}
-	if a.cfg.FlushDiskType == SyncFlush {
-		ctx.Send(a.p.reput, &logFlushed{offset: m.flushed})
-	}
-	a.drainGate()
-	cl := a.st.CommitLog()
-	if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
-		a.startFlush(target)
+	if !a.notifySoon {
+		a.notifySoon = true
+		ctx.Send(a.self, &notifyTick{})
 	}
 }
 
@@ -395,18 +291,14 @@ func (a *writerActor) clean() {
 	a.k.send(a.p.reput, &deleteBefore{minPhy: rep.MinOffset})
 }
 
-// stop flushes what was appended and answers every waiting send (OK if
-// the final flush covered it).
+// stop hands the sends still waiting to the durability actor (which stops
+// next: a final flush, then every waiting send answered) and closes a
+// slave's link.
 func (a *writerActor) stop() {
-	cl := a.st.CommitLog()
-	now := a.k.now()
-	flushed, err := a.st.Flush(cl.MaxOffset())
-	a.gate.Flushed(now, flushed)
-	if err != nil {
-		a.gate.FlushFailed(now, err)
+	if len(a.waits) > 0 {
+		a.k.send(a.p.durability, &appended{waits: a.waits})
+		a.waits = nil
 	}
-	a.gate.Stop(now)
-	a.drainGate()
 	if a.link != nil {
 		a.link.Close("slave stopping")
 	}

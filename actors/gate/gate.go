@@ -22,6 +22,12 @@ type Mode struct {
 	AckBeforeReplica bool // SYNC_MASTER: OK before a slave has the bytes
 }
 
+// Waits reports whether a send must wait for the gate: one that waits for
+// durability (wait: WAIT is true and it is not oneway) under a mode that
+// promises more than the page cache. Every other send is answered OK at
+// once, wherever it was stored (the writer answers those itself).
+func (m Mode) Waits(wait bool) bool { return wait && (m.SyncFlush || m.SyncMaster) }
+
 // Verdict is the answer to one admitted send.
 type Verdict struct {
 	Token  any // what Admit was given
@@ -86,7 +92,7 @@ func (g *Gate) Admit(now time.Time, tok any, end int64, wait bool) (v Verdict, o
 	switch {
 	case g.stopped:
 		return Verdict{Token: tok, Status: protocol.StatusServiceNotAvailable, Remark: "broker shutting down"}, true
-	case !wait || (!m.SyncFlush && !m.SyncMaster):
+	case !m.Waits(wait):
 		return Verdict{Token: tok, Status: protocol.StatusOK}, true
 	case m.SyncMaster && g.inSync+1 < m.InSyncReplicas:
 		// Never an OK without the slaves' copies: with too few slaves in
@@ -199,20 +205,29 @@ func (g *Gate) copies(end int64) int {
 }
 
 // release answers every waiter whose promise holds (or can no longer).
+// Waiters are in log order and what covers an offset covers every lower
+// one (a flush, a slave's acknowledgement), so the released ones are a
+// prefix: the scan stops at the first that must go on waiting, which keeps
+// an admission O(1) while nothing new is covered.
 func (g *Gate) release(time.Time) {
-	keep := g.waiting[:0]
-	for _, w := range g.waiting {
+	i := 0
+	for ; i < len(g.waiting); i++ {
+		w := g.waiting[i]
 		switch {
 		case w.needFlush && g.fsyncErr != nil:
 			g.answer(w.tok, protocol.StatusFlushDiskTimeout, fmt.Sprintf("fsync failed, durability unknown: %v", g.fsyncErr))
 		case g.covered(w):
 			g.answer(w.tok, protocol.StatusOK, "")
 		default:
-			keep = append(keep, w)
+			goto done
 		}
 	}
-	clear(g.waiting[len(keep):])
-	g.waiting = keep
+done:
+	if i > 0 {
+		n := copy(g.waiting, g.waiting[i:])
+		clear(g.waiting[n:])
+		g.waiting = g.waiting[:n]
+	}
 }
 
 func (g *Gate) covered(w waiter) bool {

@@ -1,0 +1,326 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wharfmq/wharf/actors/flush"
+	"github.com/wharfmq/wharf/actors/gate"
+	"github.com/wharfmq/wharf/actors/ha"
+	"github.com/wharfmq/wharf/protocol"
+	"github.com/wharfmq/wharf/storage"
+)
+
+// The durability actor owns everything that makes an appended send
+// durable, and the one decision of when its answer goes out: the flush
+// policy (flush.Policy: when to fsync), the acknowledgement gate
+// (gate.Gate) and, on a master, the replicator (ha.Replicator: the slaves'
+// connections on the haListenPort, streaming, their acknowledgements). The
+// gate's inputs (the flushed offset, every slave's acknowledged offset) all
+// arrive here; the log's end is the CommitLog's own, which only the writer
+// moves.
+//
+// It runs beside the writer, not in it: its mailbox holds fsync
+// completions and slaves' reports, not a queue of sends, so a group commit
+// is answered the moment its fsync returns; and reading and sending the
+// log to slaves, and writing the answers, take the other core instead of
+// the appender's time. (With both in one actor, SYNC_FLUSH-64 lost a tenth
+// of its throughput and sync-master-64 a third.)
+
+// appended tells the durability actor the log grew (from the writer: a
+// master's sends, a slave's copy of its master's bytes). waits are the
+// sends whose answers wait for the gate, in log order.
+type appended struct{ waits []*pendingReply }
+
+// pendingReply is a send the gate holds: where to answer, the answer if
+// the gate says OK, and the log offset its data ends at.
+type pendingReply struct {
+	*request
+	ok  protocol.Fields
+	end int64
+}
+
+// durabilityRole tells the durability actor the broker's role changed:
+// the gate's new mode, whether this broker replicates to slaves, and, if
+// drain is set, that the sends waiting now are answered at once (a master
+// demoted: their durability is no longer this broker's to promise).
+type durabilityRole struct {
+	mode   gate.Mode
+	master bool
+	drain  string
+}
+
+// flushDone reports a finished fsync.
+type flushDone struct {
+	flushed int64
+	err     error
+}
+
+// flushTick drives ASYNC_FLUSH.
+type flushTick struct{}
+
+// gateTick is a gate deadline.
+type gateTick struct{ at time.Time }
+
+type durabilityActor struct {
+	k         *kit
+	p         *pids
+	v         *views
+	st        *storage.Store
+	cfg       Config
+	self      *actor.PID
+	gate      *gate.Gate
+	flush     *flush.Policy
+	repl      *ha.Replicator // nil unless the broker is a master
+	peers     map[uint64]Conn
+	gateArmed time.Time
+	acked     []int64
+}
+
+func newDurabilityActor(k *kit, p *pids, v *views, st *storage.Store, cfg Config) *durabilityActor {
+	return &durabilityActor{k: k, p: p, v: v, st: st, cfg: cfg}
+}
+
+func (a *durabilityActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.start()
+	case *appended:
+		a.appended(ctx, m)
+	case *flushDone:
+		a.flushDone(ctx, m)
+	case *flushTick:
+		cl := a.st.CommitLog()
+		if target, ok := a.flush.Tick(a.k.now(), cl.MaxOffset(), cl.FlushedOffset()); ok {
+			a.startFlush(target)
+		}
+		a.k.after(a.flush.TickEvery(), a.self, &flushTick{})
+	case *gateTick:
+		if m.at.Equal(a.gateArmed) {
+			a.gateArmed = time.Time{}
+		}
+		a.gate.Tick(a.k.now())
+		a.drainGate()
+	case *durabilityRole:
+		a.setRole(ctx, m)
+	case *haIn:
+		a.in(ctx, m)
+	case *haGone:
+		delete(a.peers, m.conn.ID())
+		if a.repl != nil {
+			a.repl.Gone(m.conn.ID())
+			a.drainRepl(ctx)
+		}
+	case *haTick:
+		if a.repl != nil {
+			a.repl.Tick(a.k.now())
+			a.drainRepl(ctx)
+		}
+		a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+	case *metaSnapshot:
+		if a.repl != nil {
+			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: m.kind, Data: m.data})
+			a.drainRepl(ctx)
+		}
+	case *actor.Stopping:
+		a.stop()
+	}
+}
+
+func (a *durabilityActor) start() {
+	a.peers = map[uint64]Conn{}
+	now := a.k.now()
+	role := a.v.currentRole()
+	a.flush = flush.New(flush.Config{Sync: a.cfg.FlushDiskType == SyncFlush, Interval: a.cfg.FlushIntervalCommitLog,
+		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
+		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
+	a.gate = gate.New(gateMode(a.cfg, a.k.faults, role), a.st.CommitLog().FlushedOffset())
+	if !role.slave() {
+		a.startReplicating()
+	}
+	if d := a.flush.TickEvery(); d > 0 {
+		a.k.after(d, a.self, &flushTick{})
+	}
+	a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+}
+
+// gateMode is the gate's mode for a role.
+func gateMode(cfg Config, f Faults, role roleState) gate.Mode {
+	return gate.Mode{SyncFlush: cfg.FlushDiskType == SyncFlush, SyncMaster: role.role == RoleSyncMaster,
+		InSyncReplicas: cfg.InSyncReplicas, FlushTimeout: cfg.SyncFlushTimeout, SlaveTimeout: cfg.SlaveTimeout,
+		AckBeforeFlush: f.AckBeforeFlush, NoFlushTimeout: f.NoFlushTimeout, AckBeforeReplica: f.AckBeforeReplica}
+}
+
+func (a *durabilityActor) startReplicating() {
+	a.repl = ha.NewReplicator(ha.ReplicatorConfig{MaxGapNotInSync: a.cfg.HAMaxGapNotInSync, TransferBatchSize: a.cfg.HATransferBatchSize,
+		CatchUpFromLastSegment: a.cfg.HACatchUpFromLastSegment, HousekeepingInterval: a.cfg.HAHousekeepingInterval,
+		MetadataInterval: a.cfg.HAMetadataInterval}, a.st.CommitLog(), a.k.log)
+}
+
+// appended follows a growth of the log: flush it (SYNC_FLUSH), admit the
+// sends that wait, stream it to the slaves.
+func (a *durabilityActor) appended(ctx actor.Context, m *appended) {
+	now := a.k.now()
+	cl := a.st.CommitLog()
+	if target, ok := a.flush.Appended(cl.MaxOffset(), cl.FlushedOffset()); ok {
+		a.startFlush(target)
+	}
+	for _, w := range m.waits {
+		if v, decided := a.gate.Admit(now, w, w.end, true); decided {
+			answerVerdict(a.k, w.request, w.ok, v)
+		}
+	}
+	a.drainGate()
+	if a.repl != nil {
+		a.repl.Appended()
+		a.drainRepl(ctx)
+	}
+}
+
+// answerVerdict answers a send the way the gate decided.
+func answerVerdict(k *kit, r *request, ok protocol.Fields, v gate.Verdict) {
+	if v.Status == protocol.StatusOK {
+		k.respond(r, protocol.StatusOK, "", ok)
+		return
+	}
+	k.respond(r, v.Status, v.Remark, nil)
+}
+
+// drainGate answers what the gate released and arms its next deadline.
+func (a *durabilityActor) drainGate() {
+	rd := a.gate.Ready()
+	for _, v := range rd.Verdicts {
+		p := v.Token.(*pendingReply)
+		answerVerdict(a.k, p.request, p.ok, v)
+	}
+	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
+		a.gateArmed = rd.Deadline
+		a.k.after(rd.Deadline.Sub(a.k.now()), a.self, &gateTick{at: rd.Deadline})
+	}
+}
+
+// startFlush runs one fsync of the log up to target, off the actor.
+func (a *durabilityActor) startFlush(target int64) {
+	st := a.st
+	a.k.io(a.self, func() any {
+		flushed, err := st.Flush(target)
+		return &flushDone{flushed: flushed, err: err}
+	})
+}
+
+func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
+	now := a.k.now()
+	a.gate.Flushed(now, m.flushed)
+	if m.err != nil {
+		a.k.log.Error("commitlog fsync failed: data since the last successful flush may be lost; refusing writes", "err", m.err, "flushed", m.flushed)
+		a.gate.FlushFailed(now, m.err)
+	}
+	if a.cfg.FlushDiskType == SyncFlush {
+		ctx.Send(a.p.reput, &logFlushed{offset: m.flushed})
+	}
+	a.drainGate()
+	cl := a.st.CommitLog()
+	if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
+		a.startFlush(target)
+	}
+}
+
+func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {
+	now := a.k.now()
+	if m.drain != "" {
+		a.gate.Drain(now, m.drain)
+	}
+	a.gate.SetMode(now, m.mode)
+	switch {
+	case m.master && a.repl == nil:
+		a.startReplicating()
+	case !m.master && a.repl != nil:
+		a.repl.CloseAll("this broker is no longer a master")
+		a.drainRepl(ctx)
+		a.repl = nil
+		a.gate.Replicas(now, nil, 0)
+		a.v.publishSlaves(nil)
+	}
+	a.drainGate()
+}
+
+// in handles a read burst of the replication port.
+func (a *durabilityActor) in(ctx actor.Context, m *haIn) {
+	if a.repl == nil {
+		// A slave's replication port: nobody may replicate from it.
+		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName)})
+		m.conn.Close("replication requested from a slave")
+		return
+	}
+	a.peers[m.conn.ID()] = m.conn
+	now := a.k.now()
+	for _, req := range m.reqs {
+		switch r := req.(type) {
+		case *protocol.HAReportRequest:
+			a.repl.Report(now, m.conn.ID(), m.conn.RemoteAddr(), r)
+		case *protocol.HAMetadataRequest:
+			if r.Kind == "offsets" { // a slave's consumer offsets: merged, never lost
+				ctx.Send(a.p.offsets, &importMeta{kind: r.Kind, data: r.Data})
+			}
+		default:
+			m.conn.Close(fmt.Sprintf("unexpected %v on the replication port", req.RequestCode()))
+			return
+		}
+	}
+	a.drainRepl(ctx)
+}
+
+// drainRepl carries out what the replicator asks for and tells the gate
+// the slaves' progress.
+func (a *durabilityActor) drainRepl(ctx actor.Context) {
+	rd := a.repl.Ready()
+	for _, s := range rd.Sends {
+		if c := a.peers[s.Peer]; c != nil {
+			c.Send(s.Req)
+		}
+	}
+	for _, c := range rd.Closes {
+		if conn := a.peers[c.Peer]; conn != nil {
+			conn.Close(c.Reason)
+			delete(a.peers, c.Peer)
+		}
+	}
+	if rd.Progress {
+		var inSync int
+		a.acked, inSync = a.repl.Acked(a.acked[:0])
+		a.gate.Replicas(a.k.now(), a.acked, inSync)
+		a.drainGate()
+		a.v.publishSlaves(a.repl.Slaves())
+	}
+	if rd.Metadata {
+		if data, err := json.Marshal(a.v.topicsSnapshot()); err == nil {
+			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: "topics", Data: data})
+		}
+		if data, ok := deletedMetadata(a.st); ok {
+			a.repl.Broadcast(&protocol.HAMetadataRequest{Kind: deletedKind, Data: data})
+		}
+		ctx.Request(a.p.offsets, &exportOffsets{})
+		a.drainRepl(ctx)
+	}
+}
+
+// stop flushes what was appended and answers every waiting send (OK if
+// the final flush covered it), and closes the slaves.
+func (a *durabilityActor) stop() {
+	cl := a.st.CommitLog()
+	now := a.k.now()
+	flushed, err := a.st.Flush(cl.MaxOffset())
+	a.gate.Flushed(now, flushed)
+	if err != nil {
+		a.gate.FlushFailed(now, err)
+	}
+	a.gate.Stop(now)
+	a.drainGate()
+	for _, c := range a.peers {
+		c.Close("broker stopping")
+	}
+}
