@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
-	"github.com/wharfmq/wharf/storage/vfs"
 )
 
 // Broker is the wiring of one broker's actors over one Store. It
@@ -415,43 +412,6 @@ func recordToExt(r *storage.Record) protocol.MessageExt {
 		BodyCRC:         r.BodyCRC,
 	}
 }
-
-// encodeProperties turns a property map into the log's properties string,
-// keys sorted so the same message always gives the same bytes.
-func encodeProperties(props map[string]string) ([]byte, error) {
-	if len(props) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	kv := make([]string, 0, 2*len(keys))
-	for _, k := range keys {
-		kv = append(kv, k, props[k])
-	}
-	return storage.EncodeProperties(kv...)
-}
-
-// statusOfStoreError maps a store error to the status a producer gets.
-func statusOfStoreError(err error) protocol.Status {
-	switch {
-	case errors.Is(err, storage.ErrDiskFull):
-		return protocol.StatusDiskFull
-	case errors.Is(err, storage.ErrIllegal):
-		return protocol.StatusMessageIllegal
-	default:
-		return protocol.StatusServiceNotAvailable
-	}
-}
-
-func parseHost(s string) netip.AddrPort {
-	ap, _ := netip.ParseAddrPort(s)
-	return ap
-}
-
-func (b *Broker) storeFS() vfs.FS { return b.store.FS() }
 
 func (b *Broker) diskUsed() float64 {
 	u, err := b.store.FS().Usage(b.store.Root())
