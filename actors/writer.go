@@ -14,16 +14,14 @@ import (
 	"github.com/wharfmq/wharf/storage"
 )
 
-// The writer actor owns the CommitLog: it is its only appender in every
-// role (a master appends sends, a slave its master's bytes), it runs its
-// flushing and retention, and it answers every send through the
-// acknowledgement gate. Its cores: writer.Writer (appends), flush.Policy
-// (when to fsync), gate.Gate (when and how to answer), and in the role's
-// turn ha.Replicator (a master's slaves) or ha.Follower (a slave's link to
-// its master). Keeping them in one actor keeps everything the gate
-// decides on (log end, flushed offset, slaves' acknowledgements) in one
-// owner: no cross-actor atomics, and one hop fewer for SYNC_FLUSH and
-// SYNC_MASTER answers than an actor per concern.
+// The writer actor owns the CommitLog's appends: it is the log's only
+// appender in every role (a master appends sends, a slave its master's
+// bytes, through ha.Follower in replication.go), and it runs retention and
+// segment preparation. Its core, writer.Writer, checks and appends a read
+// burst as one batch. A send that need not wait for durability (the gate's
+// own rule, gate.Mode.Waits) is answered here at once; the others go to the
+// durability actor (durability.go), whose gate answers them once flushed
+// or replicated as the mode promises.
 
 // writerDeps is what the writer actor is given.
 type writerDeps struct {
