@@ -160,7 +160,7 @@ func (l *Loop[O]) Advance(d time.Duration) { l.Run(l.now.Add(d), nil) }
 
 // maxSteps bounds one RunUntil, so that work rescheduling itself forever
 // at one instant fails a test instead of hanging it.
-const maxSteps = 1 << 24
+const maxSteps = 1 << 20
 
 // RunUntil steps the loop until cond holds, for at most limit of virtual
 // time. It reports whether cond held; if not, the clock ends at the limit
