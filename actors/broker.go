@@ -169,12 +169,20 @@ func (b *Broker) queueProps(k storage.QueueKey) *actor.Props {
 // checkpoint and removes the abort file. The transport must have stopped
 // delivering first.
 func (b *Broker) Stop() error {
+	return b.stop(func(pid *actor.PID) { _ = b.sys.Root.PoisonFuture(pid).Wait() })
+}
+
+// stop is Stop with the wait for each actor's end given: poison returns
+// once pid has stopped. Tests on virtual time cannot block in a future's
+// Wait (the mailbox runs on the goroutine that waits), so they step their
+// loop until the actor is gone instead.
+func (b *Broker) stop(poison func(pid *actor.PID)) error {
 	var err error
 	b.stopOnce.Do(func() {
 		// The role supervisor first: it stops the scheduler, its child.
 		for _, pid := range []*actor.PID{b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
-				_ = b.sys.Root.PoisonFuture(pid).Wait()
+				poison(pid)
 			}
 		}
 		b.sys.Shutdown()

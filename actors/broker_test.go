@@ -10,30 +10,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/wharfmq/wharf/internal/vtime"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
-// wallClock is the production clock, for tests.
-type wallClock struct{}
+// The broker in these tests runs on virtual time: its mailboxes, timers
+// and blocking I/O are all work on one vtime.Loop, stepped by the test on
+// its own goroutine, so a test is deterministic and a wait for a timeout
+// takes no wall time.
 
-func (wallClock) Now() time.Time { return time.Now() }
-func (wallClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
+// testEpoch is virtual time zero of the tests.
+var testEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// loopEnv completes env with loop's clock, dispatcher and I/O (each only
+// where env has none).
+func loopEnv(loop *vtime.Loop[vtime.None], env Env) Env {
+	if env.Clock == nil {
+		env.Clock = &vtime.Clock[vtime.None]{L: loop}
+	}
+	if env.Dispatcher == nil {
+		env.Dispatcher = &vtime.Dispatcher[vtime.None]{L: loop}
+	}
+	if env.RunIO == nil {
+		env.RunIO = loop.RunIO
+	}
+	return env
 }
 
 // fakeConn collects the broker's responses by opaque.
 type fakeConn struct {
 	id     uint64
+	loop   *vtime.Loop[vtime.None] // the broker's: waits step it
 	mu     sync.Mutex
 	resp   map[uint32]*protocol.Frame
-	waitC  chan struct{}
+	order  []uint32 // opaques in the order answered
 	closed atomic.Bool
 }
 
-func newConn() *fakeConn {
-	return &fakeConn{id: 1, resp: map[uint32]*protocol.Frame{}, waitC: make(chan struct{}, 1)}
+func newConn(loop *vtime.Loop[vtime.None]) *fakeConn {
+	return &fakeConn{id: 1, loop: loop, resp: map[uint32]*protocol.Frame{}}
 }
 func (c *fakeConn) ID() uint64                { return c.id }
 func (c *fakeConn) RemoteAddr() string        { return "127.0.0.1:5555" }
@@ -79,32 +97,20 @@ func (c *fakeConn) write(frame []byte) {
 	}
 	c.mu.Lock()
 	c.resp[f.Opaque] = f
+	c.order = append(c.order, f.Opaque)
 	c.mu.Unlock()
-	select {
-	case c.waitC <- struct{}{}:
-	default:
-	}
 }
 
-// await returns the response to opaque, failing after timeout.
+// await runs the broker until the response to opaque arrives, failing if
+// it has not within timeout of virtual time.
 func (c *fakeConn) await(t *testing.T, opaque uint32, timeout time.Duration) *protocol.Frame {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		f := c.resp[opaque]
-		c.mu.Unlock()
-		if f != nil {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no response to request %d within %v", opaque, timeout)
-		}
-		select {
-		case <-c.waitC:
-		case <-time.After(5 * time.Millisecond):
-		}
+	if !c.loop.RunUntil(func() bool { return c.has(opaque) }, timeout) {
+		t.Fatalf("no response to request %d within %v", opaque, timeout)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resp[opaque]
 }
 
 func (c *fakeConn) has(opaque uint32) bool {
@@ -115,6 +121,7 @@ func (c *fakeConn) has(opaque uint32) bool {
 
 type harness struct {
 	t     *testing.T
+	loop  *vtime.Loop[vtime.None]
 	b     *Broker
 	conn  *fakeConn
 	next  uint32
@@ -135,15 +142,13 @@ func testStoreConfig() storage.Config {
 
 func startBroker(t *testing.T, fsys vfs.FS, mut func(*Config)) *harness {
 	t.Helper()
-	return startBrokerEnv(t, fsys, mut, Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() }})
+	return startBrokerEnv(t, fsys, mut, Env{})
 }
 
+// startBrokerEnv starts a broker with env, on a new loop's clock,
+// dispatcher and I/O where env has none.
 func startBrokerEnv(t *testing.T, fsys vfs.FS, mut func(*Config), env Env) *harness {
 	t.Helper()
-	st, _, err := storage.Open(fsys, testStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultConfig()
 	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
 	cfg.FlushIntervalCommitLog = 10 * time.Millisecond
@@ -151,13 +156,36 @@ func startBrokerEnv(t *testing.T, fsys vfs.FS, mut func(*Config), env Env) *harn
 	if mut != nil {
 		mut(&cfg)
 	}
-	b := New(cfg, env, st, protocol.DefaultLimits())
+	return startAt(t, fsys, cfg, vtime.NewFIFO(testEpoch), env)
+}
+
+// startAt starts a broker with cfg on loop.
+func startAt(t *testing.T, fsys vfs.FS, cfg Config, loop *vtime.Loop[vtime.None], env Env) *harness {
+	t.Helper()
+	st, _, err := storage.Open(fsys, testStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(cfg, loopEnv(loop, env), st, protocol.DefaultLimits())
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, b: b, conn: newConn(), store: st}
-	t.Cleanup(func() { b.Stop() })
+	h := &harness{t: t, loop: loop, b: b, conn: newConn(loop), store: st, gens: map[string]int64{}}
+	t.Cleanup(func() { _ = h.stop() }) // a test may have failed the disk
 	return h
+}
+
+// stop is Broker.Stop driven by the loop: each actor is poisoned and the
+// loop stepped until it is gone. It returns the store's close error.
+func (h *harness) stop() error {
+	h.t.Helper()
+	return h.b.stop(func(pid *actor.PID) {
+		h.b.sys.Root.Poison(pid)
+		gone := func() bool { _, ok := h.b.sys.ProcessRegistry.GetLocal(pid.Id); return !ok }
+		if !h.loop.RunUntil(gone, time.Minute) {
+			h.t.Errorf("actor %s did not stop", pid.Id)
+		}
+	})
 }
 
 // send delivers requests as one burst and returns their opaques.
@@ -242,10 +270,10 @@ func TestSendPullQuery(t *testing.T) {
 			}
 			// Offsets are published as queues dispatch: poll, bounded.
 			var or protocol.OffsetResponse
-			for deadline := time.Now().Add(3 * time.Second); or.Offset != 10 && time.Now().Before(deadline); {
+			for deadline := h.loop.Now().Add(3 * time.Second); or.Offset != 10 && h.loop.Now().Before(deadline); {
 				h.ok(h.send(&protocol.GetMaxOffsetRequest{Topic: "orders", QueueID: 0})[0], &or)
 				if or.Offset != 10 {
-					time.Sleep(5 * time.Millisecond)
+					h.loop.Advance(5 * time.Millisecond)
 				}
 			}
 			if or.Offset != 10 {
@@ -255,28 +283,51 @@ func TestSendPullQuery(t *testing.T) {
 	}
 }
 
+// TestHarnessIsDeterministic: the same requests on two fresh brokers are
+// answered in the same order after the same steps of the loop, at the same
+// virtual time: every mailbox run, timer and I/O job goes through the loop.
+func TestHarnessIsDeterministic(t *testing.T) {
+	run := func() string {
+		h := startBroker(t, vfs.NewMem(), func(c *Config) { c.FlushDiskType = SyncFlush })
+		var ops []uint32
+		for i := range 20 {
+			ops = append(ops, h.send(sendReq("t", int32(i%4), fmt.Sprint(i)))...)
+		}
+		ops = append(ops, h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 1, QueueOffset: 5, MaxMsgNums: 8, SuspendTimeoutMillis: 500})...)
+		ops = append(ops, h.send(sendReq("t", 2, "last"))...)
+		for _, op := range ops {
+			h.conn.await(t, op, 3*time.Second)
+		}
+		h.loop.Advance(time.Second)
+		return fmt.Sprintf("answers %v after %d steps at %v", h.conn.order, h.loop.Steps(), h.loop.Now().Sub(testEpoch))
+	}
+	if a, b := run(), run(); a != b {
+		t.Fatalf("two runs differ:\n%s\n%s", a, b)
+	}
+}
+
 func TestLongPoll(t *testing.T) {
 	h := startBroker(t, vfs.NewMem(), nil)
 	// A pull of a topic that does not exist is answered at once (see
 	// TestReadChecks): long polling needs the topic.
 	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}})[0], nil)
-	start := time.Now()
+	start := h.loop.Now()
 	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 300})[0]
 	f := h.conn.await(t, op, 3*time.Second)
-	if f.Status != protocol.StatusPullNotFound || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("empty pull: %v after %v", f.Status, time.Since(start))
+	if held := h.loop.Now().Sub(start); f.Status != protocol.StatusPullNotFound || held < 300*time.Millisecond {
+		t.Fatalf("empty pull: %v after %v", f.Status, held)
 	}
 	op = h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 10000})[0]
-	time.Sleep(50 * time.Millisecond)
+	h.loop.Advance(5 * time.Second)
 	if h.conn.has(op) {
 		t.Fatal("pull on an empty queue answered before a message arrived")
 	}
-	sent := time.Now()
+	sent := h.loop.Now()
 	h.send(sendReq("t", 0, "hello"))
 	var pr protocol.PullResponse
 	h.ok(op, &pr)
-	if len(pr.Messages) != 1 || time.Since(sent) > 2*time.Second {
-		t.Fatalf("held pull: %d messages after %v", len(pr.Messages), time.Since(sent))
+	if len(pr.Messages) != 1 || h.loop.Now().Sub(sent) > 100*time.Millisecond {
+		t.Fatalf("held pull: %d messages after %v", len(pr.Messages), h.loop.Now().Sub(sent))
 	}
 }
 
@@ -284,28 +335,43 @@ func TestLongPoll(t *testing.T) {
 // syncFlushTimeout, sends get FLUSH_DISK_TIMEOUT, and with fsync failing they
 // never get OK.
 func TestSyncFlushNeverAcksUnflushed(t *testing.T) {
-	var stall atomic.Bool
-	release := make(chan struct{})
+	// A stalled disk holds every blocking job (the fsync among them) until
+	// the test lets it go, on which the fsync fails.
+	var stalled, failing bool
+	var held []func()
 	inj := vfs.InjectorFunc(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSyncRange && stall.Load() {
-			<-release
+		if op.Kind == vfs.OpSyncRange && failing {
 			return errors.New("EIO: device gone")
 		}
 		return nil
 	})
-	h := startBroker(t, vfs.NewFaulty(vfs.NewMem(), inj), func(c *Config) {
+	var h *harness
+	runIO := func(fn func()) {
+		if stalled {
+			held = append(held, fn)
+			return
+		}
+		h.loop.RunIO(fn)
+	}
+	h = startBrokerEnv(t, vfs.NewFaulty(vfs.NewMem(), inj), func(c *Config) {
 		c.FlushDiskType = SyncFlush
 		c.SyncFlushTimeout = 200 * time.Millisecond
-	})
+	}, Env{RunIO: runIO})
 	h.ok(h.send(sendReq("t", 0, "before"))[0], nil)
-	stall.Store(true)
-	start := time.Now()
+	stalled = true
+	start := h.loop.Now()
 	op := h.send(sendReq("t", 0, "stalled"))[0]
 	f := h.conn.await(t, op, 3*time.Second)
-	if f.Status != protocol.StatusFlushDiskTimeout || time.Since(start) < 190*time.Millisecond {
-		t.Fatalf("stalled flush: %v after %v", f.Status, time.Since(start))
+	if waited := h.loop.Now().Sub(start); f.Status != protocol.StatusFlushDiskTimeout || waited < 200*time.Millisecond {
+		t.Fatalf("stalled flush: %v after %v", f.Status, waited)
 	}
-	close(release) // the fsync now fails
+	if len(held) == 0 {
+		t.Fatal("no fsync was stalled")
+	}
+	stalled, failing = false, true // the fsync now fails
+	for _, fn := range held {
+		h.loop.RunIO(fn)
+	}
 	op = h.send(sendReq("t", 0, "after failure"))[0]
 	f = h.conn.await(t, op, 3*time.Second)
 	if f.Status == protocol.StatusOK {
@@ -331,19 +397,21 @@ func TestWriterPanicRestarts(t *testing.T) {
 // An actor that keeps panicking is not silently stopped: beyond its
 // restart budget (10 a minute) the broker reports a fatal error.
 func TestWriterPanickingForGoodIsFatal(t *testing.T) {
-	fatal := make(chan error, 4)
-	h := startBrokerEnv(t, vfs.NewMem(), nil, Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() },
-		Fatal: func(err error) { fatal <- err }})
-	for i := 0; i < 11; i++ {
+	var fatal []error
+	h := startBrokerEnv(t, vfs.NewMem(), nil, Env{Fatal: func(err error) { fatal = append(fatal, err) }})
+	for i := 0; i < 10; i++ {
 		h.b.sys.Root.Send(h.b.p.writer, &panicForTest{})
+		h.loop.Advance(time.Second)
 	}
-	select {
-	case err := <-fatal:
-		if !strings.Contains(err.Error(), "writer") {
-			t.Fatalf("fatal error does not name the actor: %v", err)
-		}
-	case <-time.After(10 * time.Second):
+	if len(fatal) != 0 {
+		t.Fatalf("10 panics within a minute, within the budget, were fatal: %v", fatal)
+	}
+	h.b.sys.Root.Send(h.b.p.writer, &panicForTest{})
+	if !h.loop.RunUntil(func() bool { return len(fatal) > 0 }, 10*time.Second) {
 		t.Fatal("11 panics within a minute and no fatal error")
+	}
+	if !strings.Contains(fatal[0].Error(), "writer") {
+		t.Fatalf("fatal error does not name the actor: %v", fatal[0])
 	}
 }
 

@@ -41,12 +41,12 @@ func (h *harness) maxOffset(topic string, q int32) int64 {
 // queues dispatch).
 func (h *harness) waitMax(topic string, q int32, want int64) {
 	h.t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := h.loop.Now().Add(3 * time.Second); ; h.loop.Advance(5 * time.Millisecond) {
 		got := h.maxOffset(topic, q)
 		if got == want {
 			return
 		}
-		if time.Now().After(deadline) {
+		if h.loop.Now().After(deadline) {
 			h.t.Fatalf("max offset of %s-%d is %d, want %d", topic, q, got, want)
 		}
 	}
@@ -70,7 +70,10 @@ func TestDeleteTopicForgetsMessages(t *testing.T) {
 			h.waitMax("t", 0, 3)
 			h.ok(h.send(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, CommitOffset: 2})[0], nil)
 			held := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 1, QueueOffset: 3, MaxMsgNums: 8, SuspendTimeoutMillis: 10000})[0]
-			time.Sleep(30 * time.Millisecond)
+			h.loop.Advance(30 * time.Millisecond)
+			if h.conn.has(held) {
+				t.Fatal("a pull past the end of a queue was answered before its suspend time")
+			}
 
 			h.ok(h.send(&protocol.DeleteTopicRequest{Topic: "t"})[0], nil)
 			if f := h.conn.await(t, held, 3*time.Second); f.Status != protocol.StatusTopicNotExist {
@@ -104,7 +107,9 @@ func TestDeleteTopicForgetsMessages(t *testing.T) {
 
 			// kill -9: the store is what the disk holds; recovery must not
 			// bring the old messages back.
-			h.b.Stop()
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
 			img := mem.Crash(3, vfs.CrashOptions{UnsyncedKeepRatio: 0.5})
 			st, _, err := storage.Open(img, testStoreConfig())
 			if err != nil {
@@ -117,10 +122,8 @@ func TestDeleteTopicForgetsMessages(t *testing.T) {
 			h2 := startBroker(t, img, nil)
 			// The topic manager publishes the table it loads a moment after
 			// the start.
-			for deadline := time.Now().Add(3 * time.Second); h2.b.v.topicsSnapshot()["t"].TopicName == ""; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the re-created topic is not in the table after the restart")
-				}
+			if !h2.loop.RunUntil(func() bool { return h2.b.v.topicsSnapshot()["t"].TopicName != "" }, 3*time.Second) {
+				t.Fatal("the re-created topic is not in the table after the restart")
 			}
 			h2.checkOnlyNew(t, "new0")
 			h2.ok(h2.send(sendReq("t", 0, "new1"))[0], &sr)

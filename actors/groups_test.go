@@ -3,12 +3,11 @@ package actors
 import (
 	"net/netip"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/vtime"
 	"github.com/wharfmq/wharf/protocol"
-	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
@@ -17,53 +16,6 @@ import (
 // over its groups, notifications on the member's connection, the timer on
 // the Clock seam, descriptions completed by the offset manager.
 
-// manualClock is a Clock the test moves: timers fire when it passes them.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []manualTimer
-}
-
-type manualTimer struct {
-	at time.Time
-	f  func()
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.timers = append(c.timers, manualTimer{at: c.now.Add(d), f: f})
-	return func() bool { return false } // the broker's group timers are never stopped
-}
-
-// advance moves the clock and runs the timers it passed (each only sends an
-// actor a message, so running them here orders those messages before
-// anything the test sends next).
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []func()
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			keep = append(keep, t)
-		} else {
-			due = append(due, t.f)
-		}
-	}
-	c.timers = keep
-	c.mu.Unlock()
-	for _, f := range due {
-		f()
-	}
-}
-
 // memberConn is one member's connection: it records the notifications the
 // broker pushes.
 type memberConn struct {
@@ -71,8 +23,8 @@ type memberConn struct {
 	notes chan string
 }
 
-func newMemberConn() *memberConn {
-	return &memberConn{fakeConn: newConn(), notes: make(chan string, 64)}
+func (h *harness) newMemberConn() *memberConn {
+	return &memberConn{fakeConn: newConn(h.loop), notes: make(chan string, 64)}
 }
 
 func (c *memberConn) Send(req protocol.Request) {
@@ -87,13 +39,11 @@ func (c *memberConn) Send(req protocol.Request) {
 // input (a describe is answered after it) and drops the rest.
 func (h *harness) notified(c *memberConn, group string) {
 	h.t.Helper()
-	select {
-	case g := <-c.notes:
-		if g != group {
-			h.t.Fatalf("notified for group %q, want %q", g, group)
-		}
-	case <-time.After(5 * time.Second):
+	if !h.loop.RunUntil(func() bool { return len(c.notes) > 0 }, 5*time.Second) {
 		h.t.Fatalf("no notification for group %q", group)
+	}
+	if g := <-c.notes; g != group {
+		h.t.Fatalf("notified for group %q, want %q", g, group)
 	}
 	h.describe(group)
 	for {
@@ -116,21 +66,16 @@ func (c *memberConn) quiet(t *testing.T) {
 	}
 }
 
-func startGroupBroker(t *testing.T, clock *manualClock, interval time.Duration) *harness {
+// groupEpoch is the virtual start of the group tests (generations start
+// at the broker's start time).
+var groupEpoch = time.UnixMilli(1_000_000)
+
+func startGroupBroker(t *testing.T, interval time.Duration) *harness {
 	t.Helper()
-	st, _, err := storage.Open(vfs.NewMem(), testStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultConfig()
 	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
 	cfg.ConsumerHeartbeatInterval = interval
-	b := New(cfg, Env{Clock: clock, RunIO: func(fn func()) { go fn() }}, st, protocol.DefaultLimits())
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Stop() })
-	h := &harness{t: t, b: b, conn: newConn(), store: st, gens: map[string]int64{}}
+	h := startAt(t, vfs.NewMem(), cfg, vtime.NewFIFO(groupEpoch), Env{})
 	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
 	return h
 }
@@ -187,9 +132,8 @@ func refsOf(topic string, ids ...int32) []protocol.QueueRef {
 // revocation notifies the old owner on its connection; describe and list
 // see the groups; unregistering removes the member.
 func TestGroupsRouteAndJoinAnswers(t *testing.T) {
-	clock := &manualClock{now: time.UnixMilli(1_000_000)}
-	h := startGroupBroker(t, clock, time.Hour) // the grace lasts the whole test
-	c1, c2 := newMemberConn(), newMemberConn()
+	h := startGroupBroker(t, time.Hour) // the grace lasts the whole test
+	c1, c2 := h.newMemberConn(), h.newMemberConn()
 	held := append(refsOf(protocol.RetryTopic("g"), 0), refsOf("t", 0, 1, 2, 3)...)
 	r := h.heartbeat(c1, "c1", sub("h"), sub("g", held...), sub("g"))
 	if r.HeartbeatIntervalMillis != time.Hour.Milliseconds() || len(r.Assignments) != 2 {
@@ -238,13 +182,12 @@ func TestGroupsRouteAndJoinAnswers(t *testing.T) {
 // over.
 func TestGroupTimerGrantsAndExpires(t *testing.T) {
 	const iv = time.Second
-	clock := &manualClock{now: time.UnixMilli(1_000_000)}
-	h := startGroupBroker(t, clock, iv)
-	c1, c2 := newMemberConn(), newMemberConn()
+	h := startGroupBroker(t, iv)
+	c1, c2 := h.newMemberConn(), h.newMemberConn()
 	if r := h.heartbeat(c1, "c1", sub("g")); len(r.Assignments[0].Queues) != 0 {
 		t.Fatalf("granted %v within the restart grace", r.Assignments[0].Queues)
 	}
-	clock.advance(2 * iv) // the tick armed at 1 s runs at 2 s: the grace is over
+	h.loop.Advance(2 * iv) // the tick armed at 1 s runs at 2 s: the grace is over
 	h.notified(c1, "g")
 	a1 := h.heartbeat(c1, "c1", sub("g")).Assignments[0].Queues
 	if n := len(onlyTopic(a1, "t")); n != 4 {
@@ -259,10 +202,10 @@ func TestGroupTimerGrantsAndExpires(t *testing.T) {
 		t.Fatalf("c2 got %v after c1 released", a2)
 	}
 	// c2 falls silent; c1 keeps heartbeating.
-	clock.advance(2 * iv)
+	h.loop.Advance(2 * iv)
 	h.heartbeat(c1, "c1", sub("g", a1...))
 	c1.quiet(t)
-	clock.advance(1500 * time.Millisecond) // c2 silent for 3.5 intervals at the next tick
+	h.loop.Advance(1500 * time.Millisecond) // c2 silent for 3.5 intervals at the next tick
 	h.notified(c1, "g")
 	if d := h.describe("g"); len(d.Members) != 1 || d.Members[0].ClientID != "c1" {
 		t.Fatalf("after c2 timed out: %+v", d.Members)
@@ -297,16 +240,16 @@ func pullAll(h *harness, topic string, q int32, from int64) []protocol.MessageEx
 
 func waitMessages(h *harness, topic string, q int32, n int, within time.Duration) []protocol.MessageExt {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := h.loop.Now().Add(within)
 	for {
 		m := pullAll(h, topic, q, 0)
 		if len(m) >= n {
 			return m
 		}
-		if time.Now().After(deadline) {
+		if h.loop.Now().After(deadline) {
 			h.t.Fatalf("%s-%d: %d messages after %v, want %d", topic, q, len(m), within, n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		h.loop.Advance(20 * time.Millisecond)
 	}
 }
 
@@ -319,19 +262,23 @@ func TestDelayAndRetry(t *testing.T) {
 	})
 	r := sendReq("t", 0, "later")
 	r.Properties = map[string]string{protocol.PropertyDelay: "1"}
-	start := time.Now()
+	start := h.loop.Now()
 	h.ok(h.send(r)[0], nil)
 	if m := pullAll(h, "t", 0, 0); len(m) != 0 {
 		t.Fatalf("delayed message visible at once")
 	}
 	m := waitMessages(h, "t", 0, 1, 3*time.Second)
-	if d := time.Since(start); d < 250*time.Millisecond || string(m[0].Body) != "later" {
+	if d := h.loop.Now().Sub(start); d < 300*time.Millisecond || string(m[0].Body) != "later" {
 		t.Fatalf("delayed message after %v: %q", d, m[0].Body)
 	}
 	abs := sendReq("t", 1, "at")
-	abs.Properties = map[string]string{protocol.PropertyTimerDeliverMs: strconv.FormatInt(time.Now().Add(400*time.Millisecond).UnixMilli(), 10)}
+	abs.Properties = map[string]string{protocol.PropertyTimerDeliverMs: strconv.FormatInt(h.loop.Now().Add(400*time.Millisecond).UnixMilli(), 10)}
+	start = h.loop.Now()
 	h.ok(h.send(abs)[0], nil)
 	waitMessages(h, "t", 1, 1, 3*time.Second)
+	if d := h.loop.Now().Sub(start); d < 400*time.Millisecond {
+		t.Fatalf("message for a delivery time 400 ms ahead visible after %v", d)
+	}
 
 	// Give it back: retry topic after level 3 (100 ms) ...
 	h.ok(h.send(&protocol.ConsumerSendMsgBackRequest{Group: "g", CommitLogOffset: m[0].CommitLogOffset, MaxReconsumeTimes: 2})[0], nil)

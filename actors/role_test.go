@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/vtime"
 	"github.com/wharfmq/wharf/protocol"
-	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
@@ -140,19 +140,10 @@ func (h *heldIO) release() int {
 // roll or removed.
 func TestDemotionDuringSegmentPreparation(t *testing.T) {
 	fsys := vfs.NewMem()
-	st, _, err := storage.Open(fsys, testStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultConfig()
 	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
 	io := &heldIO{}
-	b := New(cfg, Env{Clock: wallClock{}, RunIO: io.run}, st, protocol.DefaultLimits())
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Stop() })
-	h := &harness{t: t, b: b, conn: newConn(), store: st}
+	h := startAt(t, fsys, cfg, vtime.NewFIFO(testEpoch), Env{RunIO: io.run})
 
 	// The master prepared its first segment at start; the job is held.
 	ops := h.send(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "127.0.0.1:1"})
@@ -180,22 +171,19 @@ func TestDemotionDuringSegmentPreparation(t *testing.T) {
 // replication heartbeat (haSendHeartbeatInterval, 5 s by default): a
 // SYNC_MASTER has no copy to count until it does.
 func TestSlaveDialsAtStart(t *testing.T) {
-	dialed := make(chan string, 1)
-	env := Env{Clock: wallClock{}, RunIO: func(fn func()) { go fn() },
-		Dial: func(addr string, h Handler) (Conn, error) {
-			dialed <- addr
-			return nil, fmt.Errorf("no master in this test")
-		}}
-	startBrokerEnv(t, vfs.NewMem(), func(c *Config) {
+	var dialed []string
+	env := Env{Dial: func(addr string, h Handler) (Conn, error) {
+		dialed = append(dialed, addr)
+		return nil, fmt.Errorf("no master in this test")
+	}}
+	h := startBrokerEnv(t, vfs.NewMem(), func(c *Config) {
 		c.BrokerRole, c.BrokerID, c.HAMasterAddress = RoleSlave, 1, "127.0.0.1:10912"
 		c.HASendHeartbeatInterval = time.Hour
 	}, env)
-	select {
-	case addr := <-dialed:
-		if addr != "127.0.0.1:10912" {
-			t.Fatalf("dialed %s", addr)
-		}
-	case <-time.After(5 * time.Second):
+	if !h.loop.RunUntil(func() bool { return len(dialed) > 0 }, 5*time.Second) {
 		t.Fatal("a slave did not dial its master at start")
+	}
+	if dialed[0] != "127.0.0.1:10912" {
+		t.Fatalf("dialed %s", dialed[0])
 	}
 }

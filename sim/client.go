@@ -100,10 +100,10 @@ func (c *Client) request(req protocol.Request, p *pending) {
 		return
 	}
 	p.code = req.RequestCode()
-	p.sentAt = c.s.w.now
+	p.sentAt = c.s.w.Now()
 	c.pend[op] = p
 	conn := c.conn
-	p.cancel = c.s.w.at(c.s.w.now.Add(reqTimeout), c.own(), func() { c.timeout(conn, op) })
+	p.cancel = c.s.w.at(c.s.w.Now().Add(reqTimeout), c.own(), func() { c.timeout(conn, op) })
 	conn.send(frame)
 }
 
@@ -150,11 +150,11 @@ func (c *Client) start() {
 
 // kick issues as much work as the client's kind allows.
 func (c *Client) kick() {
-	if c.s.w.now.After(c.stopAt) && c.kind != Consumer {
+	if c.s.w.Now().After(c.stopAt) && c.kind != Consumer {
 		return
 	}
 	if !c.ensureConn() {
-		c.s.w.at(c.s.w.now.Add(100*time.Millisecond), c.own(), c.kick)
+		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), c.kick)
 		return
 	}
 	switch c.kind {
@@ -168,7 +168,7 @@ func (c *Client) kick() {
 		if c.inflight < asyncWindow {
 			c.produce()
 		}
-		c.s.w.at(c.s.w.now.Add(time.Duration(200+c.s.w.rng.Intn(1000))*time.Microsecond), c.own(), c.kick)
+		c.s.w.at(c.s.w.Now().Add(time.Duration(200+c.s.w.rng.Intn(1000))*time.Microsecond), c.own(), c.kick)
 	case Consumer:
 		if c.resuming {
 			return
@@ -200,7 +200,7 @@ func (c *Client) produce() {
 	q := int32(c.s.w.rng.Intn(simQueues))
 	if c.kind == BatchProducer {
 		n := 2 + c.s.w.rng.Intn(6)
-		req := &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: c.s.w.now.UnixMilli()}
+		req := &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: c.s.w.Now().UnixMilli()}
 		p := &pending{queue: q}
 		for range n {
 			key := c.nextKey()
@@ -214,7 +214,7 @@ func (c *Client) produce() {
 		return
 	}
 	key := c.nextKey()
-	req := &protocol.SendRequest{Topic: simTopic, QueueID: q, Body: c.body(key), BornTimestamp: c.s.w.now.UnixMilli()}
+	req := &protocol.SendRequest{Topic: simTopic, QueueID: q, Body: c.body(key), BornTimestamp: c.s.w.Now().UnixMilli()}
 	m := req.Message()
 	m.SetKeys(key)
 	req.Properties = m.Properties
@@ -238,14 +238,14 @@ func (c *Client) afterReply(p *pending) {
 		if c.s.sc.NoThink {
 			think = 0
 		}
-		c.s.w.at(c.s.w.now.Add(think), c.own(), c.kick)
+		c.s.w.at(c.s.w.Now().Add(think), c.own(), c.kick)
 	case protocol.CodePullMessage:
 		c.pulling[p.queue] = false
-		c.s.w.at(c.s.w.now.Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
+		c.s.w.at(c.s.w.Now().Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
 	case protocol.CodeQueryConsumerOffset:
 		// The resume failed: start over on a new connection.
 		c.resuming = false
-		c.s.w.at(c.s.w.now.Add(100*time.Millisecond), c.own(), c.kick)
+		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), c.kick)
 	}
 }
 

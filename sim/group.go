@@ -86,7 +86,7 @@ func (m *GroupMember) input(in func(now time.Time) rebalance.MemberReady) {
 	for len(m.inputs) > 0 && m.alive {
 		in := m.inputs[0]
 		m.inputs = m.inputs[1:]
-		m.carryOut(in(m.s.w.now))
+		m.carryOut(in(m.s.w.Now()))
 	}
 	m.inputs, m.feeding = nil, false
 }
@@ -120,7 +120,7 @@ func (m *GroupMember) carryOut(r rebalance.MemberReady) {
 		m.query(ref)
 	}
 	if r.Heartbeat {
-		now := m.s.w.now
+		now := m.s.w.Now()
 		ok := m.request(&protocol.HeartbeatRequest{ClientID: m.name, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: simGroupG,
 			Subscriptions: []protocol.Subscription{{Topic: simTopic, Expression: "*"}}, Owned: r.Owned, Generation: r.Generation}}}, &memberPending{})
 		r = m.core.HeartbeatSent(now)
@@ -223,10 +223,10 @@ func (m *GroupMember) request(req protocol.Request, p *memberPending) bool {
 		m.s.w.Violationf("member %s: encode: %v", m.name, err)
 		return false
 	}
-	p.code, p.sentAt = req.RequestCode(), m.s.w.now
+	p.code, p.sentAt = req.RequestCode(), m.s.w.Now()
 	m.pend[m.opaque] = p
 	op, conn := m.opaque, m.conn
-	m.s.w.at(m.s.w.now.Add(reqTimeout), owner{}, func() {
+	m.s.w.at(m.s.w.Now().Add(reqTimeout), owner{}, func() {
 		if m.alive && m.pend[op] != nil && conn == m.conn {
 			m.conn.closed = true // a silent connection: start over
 			m.connLost()
@@ -367,7 +367,7 @@ func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
 				&memberPending{queue: p.queue, offset: q.next})
 		}
 	}
-	m.s.w.at(m.s.w.now.Add(time.Duration(m.s.w.rng.Intn(500))*time.Microsecond), owner{}, func() { m.pull(p.queue) })
+	m.s.w.at(m.s.w.Now().Add(time.Duration(m.s.w.rng.Intn(500))*time.Microsecond), owner{}, func() { m.pull(p.queue) })
 }
 
 // rebalanceWait is a member's departure whose queues are not yet taken over.
@@ -379,7 +379,7 @@ type rebalanceWait struct {
 
 func (m *GroupMember) departed() {
 	if len(m.owned) > 0 {
-		m.s.waits = append(m.s.waits, rebalanceWait{at: m.s.w.now, queues: m.ownedRefs(), who: m.name})
+		m.s.waits = append(m.s.waits, rebalanceWait{at: m.s.w.Now(), queues: m.ownedRefs(), who: m.name})
 	}
 }
 
@@ -456,7 +456,7 @@ func (s *Sim) timeRebalances() {
 			}
 		}
 		if done {
-			s.res.Rebalance.RecordValue(max(1, s.w.now.Sub(wt.at).Milliseconds()))
+			s.res.Rebalance.RecordValue(max(1, s.w.Now().Sub(wt.at).Milliseconds()))
 			continue
 		}
 		keep = append(keep, wt)
@@ -510,7 +510,7 @@ func (s *Sim) injectGroupFault(kind string) {
 		if m.conn != nil {
 			m.reset(m.conn)
 		}
-		w.at(w.now.Add(d), owner{}, func() {
+		w.at(w.Now().Add(d), owner{}, func() {
 			m.cut = false
 			w.Tracef("member %s reconnects", m.name) // its next heartbeat goes through
 		})

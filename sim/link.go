@@ -64,7 +64,7 @@ func (e *linkEnd) write(frame []byte) {
 		return
 	}
 	e.s.onHAFrame(e, f)
-	at := maxTime(e.s.w.now.Add(e.s.net.sample(e.s.w)), e.next)
+	at := maxTime(e.s.w.Now().Add(e.s.net.sample(e.s.w)), e.next)
 	e.next = at
 	dst := e.other
 	e.s.w.at(at, owner{dst.node, dst.epoch}, func() {
@@ -92,7 +92,7 @@ func (s *Sim) disconnect(e *linkEnd) {
 		return
 	}
 	e.gone = true
-	s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{e.node, e.epoch}, func() { e.handler.Disconnected(e) })
+	s.w.at(s.w.Now().Add(s.net.sample(s.w)), owner{e.node, e.epoch}, func() { e.handler.Disconnected(e) })
 }
 
 var errRefused = errors.New("connection refused")

@@ -96,14 +96,14 @@ func (c *Conn) write(frame []byte) {
 	}
 	var lat time.Duration
 	if t, ok := c.arrived[f.Opaque]; ok {
-		lat = c.s.w.now.Sub(t)
+		lat = c.s.w.Now().Sub(t)
 		delete(c.arrived, f.Opaque)
 	}
 	c.s.onAck(c, f, lat)
 	if c.node.partitioned {
 		return
 	}
-	at := maxTime(c.s.w.now.Add(c.s.net.sample(c.s.w)), c.toPeer)
+	at := maxTime(c.s.w.Now().Add(c.s.net.sample(c.s.w)), c.toPeer)
 	c.toPeer = at
 	c.s.w.at(at, owner{}, func() { c.client.onResponse(c, f) })
 }
@@ -113,7 +113,7 @@ func (c *Conn) send(frames ...[]byte) {
 	if c.dead() || c.node.partitioned {
 		return
 	}
-	at := maxTime(c.s.w.now.Add(c.s.net.sample(c.s.w)), c.toNode)
+	at := maxTime(c.s.w.Now().Add(c.s.net.sample(c.s.w)), c.toNode)
 	c.toNode = at
 	node, epoch := c.node, c.epoch
 	c.s.w.at(at, owner{node, epoch}, func() {
@@ -127,7 +127,7 @@ func (c *Conn) send(frames ...[]byte) {
 				c.s.w.Violationf("client sent an undecodable frame: %v", err)
 				return
 			}
-			c.arrived[f.Opaque] = c.s.w.now
+			c.arrived[f.Opaque] = c.s.w.Now()
 			in.Frames = append(in.Frames, f)
 		}
 		node.broker.Deliver(in)

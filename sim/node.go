@@ -118,14 +118,14 @@ func (n *Node) start() error {
 	n.w.Tracef("%s start: %s", n.name, rep)
 	own := n.own()
 	env := actors.Env{
-		Clock:      &clock{w: n.w, own: own},
-		Dispatcher: &dispatcher{w: n.w, own: own},
+		Clock:      n.w.clock(own),
+		Dispatcher: n.w.dispatcher(own),
 		RunIO: func(fn func()) {
 			lat := n.disk.sample(n.w)
-			if n.stallUntil.After(n.w.now) {
-				lat += n.stallUntil.Sub(n.w.now)
+			if n.stallUntil.After(n.w.Now()) {
+				lat += n.stallUntil.Sub(n.w.Now())
 			}
-			n.w.at(n.w.now.Add(lat), own, fn)
+			n.w.at(n.w.Now().Add(lat), own, fn)
 		},
 		Logger: n.logger(),
 		Faults: &n.faults,
@@ -168,7 +168,7 @@ func (n *Node) trackWindow() time.Duration {
 	}
 	cl := n.store.CommitLog()
 	if m := cl.MaxOffset(); m > n.lastMax {
-		n.unflushed = append(n.unflushed, mark{m, n.w.now})
+		n.unflushed = append(n.unflushed, mark{m, n.w.Now()})
 		n.lastMax = m
 	}
 	f := cl.FlushedOffset()
@@ -184,7 +184,7 @@ func (n *Node) trackWindow() time.Duration {
 	}
 	// The oldest unflushed byte was appended by the first batch after the
 	// flushed offset; it waits since the earliest remaining mark.
-	return n.w.now.Sub(n.unflushed[0].at)
+	return n.w.Now().Sub(n.unflushed[0].at)
 }
 
 // durable reports whether the record at phy is, right now, byte for byte
@@ -237,7 +237,7 @@ func (h *traceHandler) Handle(_ context.Context, r slog.Record) error {
 	})
 	// Logs go to the printed trace only, not into the hash: a trace with
 	// and without logs must hash the same.
-	fmt.Fprintf(h.w.traceOut, "%12.6f   log %s %s: %s\n", h.w.now.Sub(Epoch).Seconds(), h.node, r.Level, b.String())
+	fmt.Fprintf(h.w.traceOut, "%12.6f   log %s %s: %s\n", h.w.Now().Sub(Epoch).Seconds(), h.node, r.Level, b.String())
 	return nil
 }
 func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler { return h }

@@ -292,8 +292,8 @@ func Run(opt Options) (res *Result) {
 	}
 	s.res.Violations = append(s.res.Violations, w.violation...)
 	s.res.TraceHash = w.TraceHash()
-	s.res.SimSeconds = w.now.Sub(Epoch).Seconds()
-	s.res.Steps = w.steps
+	s.res.SimSeconds = w.Now().Sub(Epoch).Seconds()
+	s.res.Steps = w.loop.Steps()
 	s.res.Fsyncs = s.node.fsyncs
 	s.res.Crashes = s.node.crashes
 	if s.slave != nil {
@@ -339,7 +339,7 @@ func (s *Sim) inject(f Fault) {
 		// A stall during a longer one does not end it early (nor the
 		// grace the window check gives the flush after it): I/O issued
 		// before still waits for the first.
-		if until := w.now.Add(d); until.After(n.stallUntil) {
+		if until := w.Now().Add(d); until.After(n.stallUntil) {
 			n.stallUntil = until
 		}
 		if from := n.stallUntil.Add(s.windowBound); from.After(s.windowFrom) {
@@ -359,10 +359,10 @@ func (s *Sim) inject(f Fault) {
 		if sl == nil || !sl.up {
 			return
 		}
-		s.slaveCrashAt = w.now
+		s.slaveCrashAt = w.Now()
 		sl.crash(vfs.CrashOptions{UnsyncedKeepRatio: w.rng.Float64(), TornLastPage: w.rng.Intn(2) == 0})
 		s.resetLinks(sl)
-		w.at(w.now.Add(time.Duration(50+w.rng.Intn(800))*time.Millisecond), owner{}, func() {
+		w.at(w.Now().Add(time.Duration(50+w.rng.Intn(800))*time.Millisecond), owner{}, func() {
 			if err := sl.start(); err != nil {
 				w.Violationf("slave restart failed: %v", err)
 				return
@@ -373,7 +373,7 @@ func (s *Sim) inject(f Fault) {
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: master/slave partition for %v", d)
 		s.haPartitioned = true
-		w.at(w.now.Add(d), owner{}, func() {
+		w.at(w.Now().Add(d), owner{}, func() {
 			s.haPartitioned = false
 			w.Tracef("master/slave partition healed")
 		})
@@ -389,7 +389,7 @@ func (s *Sim) inject(f Fault) {
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: partition of %s for %v", n.name, d)
 		n.partitioned = true
-		w.at(w.now.Add(d), owner{}, func() {
+		w.at(w.Now().Add(d), owner{}, func() {
 			n.partitioned = false
 			w.Tracef("partition of %s healed", n.name)
 		})
@@ -398,7 +398,7 @@ func (s *Sim) inject(f Fault) {
 
 func (s *Sim) crashAndRestartAfter(d time.Duration, opts vfs.CrashOptions) {
 	epoch := s.node.epoch
-	s.w.at(s.w.now.Add(d), owner{}, func() {
+	s.w.at(s.w.Now().Add(d), owner{}, func() {
 		if s.node.epoch == epoch && s.node.up {
 			s.crashAndRestart(opts, 100*time.Millisecond)
 		}
@@ -417,21 +417,21 @@ func (s *Sim) crashAndRestart(opts vfs.CrashOptions, down time.Duration) {
 	// The clients' connections are reset (the peer's kernel answers RST).
 	for _, c := range s.clients {
 		if conn := c.conn; conn != nil && conn.node == n {
-			s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{}, func() { c.reset(conn) })
+			s.w.at(s.w.Now().Add(s.net.sample(s.w)), owner{}, func() { c.reset(conn) })
 		}
 	}
 	for _, m := range s.members {
 		if conn := m.conn; conn != nil && conn.node == n {
-			s.w.at(s.w.now.Add(s.net.sample(s.w)), owner{}, func() { m.reset(conn) })
+			s.w.at(s.w.Now().Add(s.net.sample(s.w)), owner{}, func() { m.reset(conn) })
 		}
 	}
-	s.w.at(s.w.now.Add(down), owner{}, func() {
+	s.w.at(s.w.Now().Add(down), owner{}, func() {
 		if err := n.start(); err != nil {
 			s.w.Violationf("restart after crash failed: %v", err)
 			return
 		}
 		s.checkRecovered(flushed, failed)
-		s.windowFrom = s.w.now.Add(s.windowBound)
+		s.windowFrom = s.w.Now().Add(s.windowBound)
 	})
 }
 
@@ -474,7 +474,7 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 				continue
 			}
 			sm := s.sent[p.keys[i]]
-			sm.acked, sm.phy, sm.qo, sm.ackAt = true, phy, first+int64(i), s.w.now
+			sm.acked, sm.phy, sm.qo, sm.ackAt = true, phy, first+int64(i), s.w.Now()
 			if hdr, err := c.node.store.CommitLog().Read(phy, 8); err == nil {
 				size, _, _ := storage.PeekHeader(hdr)
 				sm.end = phy + int64(size)
@@ -528,9 +528,9 @@ func (s *Sim) checkStep() {
 	n := s.node
 	if s.sc.Flush == actors.AsyncFlush && n.up {
 		win := n.trackWindow()
-		if win > s.windowBound && s.w.now.After(s.windowFrom) && n.store.CommitLog().Err() == nil {
+		if win > s.windowBound && s.w.Now().After(s.windowFrom) && n.store.CommitLog().Err() == nil {
 			s.w.Violationf("ASYNC_FLUSH left bytes unflushed for %v, more than flushIntervalCommitLog + one fsync (%v)", win, s.windowBound)
-			s.windowFrom = s.w.now.Add(time.Hour) // report once
+			s.windowFrom = s.w.Now().Add(time.Hour) // report once
 		}
 	}
 }

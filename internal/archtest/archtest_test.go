@@ -50,7 +50,9 @@ var layers = map[string]layer{
 	"storage":   {imports: []string{std, xsys, mod("protocol")}},
 	"rebalance": {imports: []string{std, mod("protocol")}},
 	"actors": {imports: []string{std, mod("protocol"), mod("storage"), mod("rebalance"),
-		protoactor, raft, mod("internal/invariant")}},
+		protoactor, raft, mod("internal/invariant")},
+		// The actors' tests run the broker on virtual time.
+		tests: []string{mod("internal/vtime")}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with
@@ -63,6 +65,7 @@ var layers = map[string]layer{
 		mod("netio"), mod("client"), mod("internal"), protoactor, raft, hdrhist}},
 	"cmd":                {any: true},
 	"internal/invariant": {imports: []string{std}},
+	"internal/vtime":     {imports: []string{std}},
 	"internal/archtest":  {imports: []string{std}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), hdrhist}},
