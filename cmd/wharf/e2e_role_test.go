@@ -9,9 +9,11 @@ package main
 // longer; an empty master demoted to a slave catches up and serves pulls.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,6 +349,11 @@ func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) })
+	// kill(2) returns before the target has stopped: on a loaded machine
+	// the slave could still take and acknowledge the next sends' bytes.
+	if !waitFor(5*time.Second, func() bool { return processStopped(s.cmd.Process.Pid) }) {
+		t.Fatal("the slave did not stop within 5 s of SIGSTOP")
+	}
 	before, err := haInfo(a.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -472,4 +479,16 @@ func roleReadTail(t *testing.T, ctx context.Context, addr, topic string, max int
 			off++
 		}
 	}
+}
+
+// processStopped reports whether a process is in the stopped state
+// (/proc/PID/stat's third field is T).
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
