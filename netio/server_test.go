@@ -767,8 +767,16 @@ func TestDirectWrites(t *testing.T) {
 	if err := c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // the last answer's count lands just after its bytes
+	// The last answer's count lands just after its bytes (later still on
+	// a loaded machine): wait until the count holds still.
 	direct0 := s.Stats().DirectWrites
+	waitFor(t, "the direct-write count to settle", 5*time.Second, func() bool {
+		time.Sleep(50 * time.Millisecond)
+		now := s.Stats().DirectWrites
+		settled := now == direct0
+		direct0 = now
+		return settled
+	})
 	big := make([]byte, 8<<20)
 	for i := range big {
 		big[i] = byte(i * 7)
