@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -13,15 +12,9 @@ import (
 // *invariant.Violation whose message holds want.
 func expectViolation(t *testing.T, want string, fn func()) {
 	t.Helper()
-	defer func() {
-		t.Helper()
-		var v *invariant.Violation
-		err, _ := recover().(error)
-		if !errors.As(err, &v) || !strings.Contains(v.Msg, want) {
-			t.Fatalf("panic %v, want an invariant violation %q", err, want)
-		}
-	}()
-	fn()
+	if v := invariant.Caught(fn); v == nil || !strings.Contains(v.Msg, want) {
+		t.Fatalf("violation %v, want one about %q", v, want)
+	}
 }
 
 // wrongLog claims to have read up to next, whatever it was asked.

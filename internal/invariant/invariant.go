@@ -1,6 +1,7 @@
 package invariant
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"runtime"
@@ -81,4 +82,20 @@ func violation(skip int, msg string) *Violation {
 		v.Caller = path.Base(file) + ":" + strconv.Itoa(line)
 	}
 	return v
+}
+
+// Caught runs fn and returns the violation it panicked with (nil if fn
+// returned). Any other panic goes on. It is for tests of the checks a
+// core makes: each package's test asks for the message it expects.
+func Caught(fn func()) (v *Violation) {
+	defer func() {
+		if p := recover(); p != nil {
+			err, _ := p.(error)
+			if !errors.As(err, &v) {
+				panic(p)
+			}
+		}
+	}()
+	fn()
+	return nil
 }

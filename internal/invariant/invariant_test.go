@@ -118,3 +118,19 @@ func BenchmarkCheck2(b *testing.B) {
 		Check2(sinkOffset > 0, "offset %d topic %s", sinkOffset, sinkTopic)
 	}
 }
+
+func TestCaught(t *testing.T) {
+	if v := Caught(func() {}); v != nil {
+		t.Fatalf("a function that returned: %v", v)
+	}
+	v := Caught(func() { Check1(false, "broken %d", 7) })
+	if v == nil || v.Msg != "broken 7" {
+		t.Fatalf("caught %+v", v)
+	}
+	defer func() {
+		if p := recover(); p != "other" {
+			t.Fatalf("another panic was not passed on: %v", p)
+		}
+	}()
+	Caught(func() { panic("other") })
+}
