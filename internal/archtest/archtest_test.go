@@ -52,21 +52,29 @@ var layers = map[string]layer{
 	"actors": {imports: []string{std, mod("protocol"), mod("storage"), mod("rebalance"),
 		protoactor, raft, mod("internal/invariant")},
 		// The actors' tests run the broker on virtual time.
-		tests: []string{mod("internal/vtime")}},
+		tests: []string{mod("internal/vtime"), mod("internal/testwait")}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with
 	// storage.DecodeRecord, the one owner of the record layout; and x/sys,
 	// for the direct socket write of netio/conn.go.
-	"netio":  {imports: []string{std, mod("protocol"), mod("actors"), mod("storage"), gnet, xsys}},
-	"client": {imports: []string{std, mod("protocol"), mod("rebalance")}},
+	"netio": {imports: []string{std, mod("protocol"), mod("actors"), mod("storage"), gnet, xsys},
+		tests: []string{mod("internal/testwait")}},
+	// The client's tests run against a real broker in-process.
+	"client": {imports: []string{std, mod("protocol"), mod("rebalance")},
+		tests: []string{mod("internal/brokertest"), mod("internal/testwait")}},
 	// Everything but cmd, listed so that a new folder is a decision here too.
 	"sim": {imports: []string{std, mod("protocol"), mod("storage"), mod("rebalance"), mod("actors"),
 		mod("netio"), mod("client"), mod("internal"), protoactor, raft, hdrhist}},
 	"cmd":                {any: true},
 	"internal/invariant": {imports: []string{std}},
 	"internal/vtime":     {imports: []string{std}},
-	"internal/archtest":  {imports: []string{std}},
+	"internal/testwait":  {imports: []string{std}},
+	// A real broker in-process for tests of the client (and of anything
+	// that needs one): the actors over storage and a loopback listener.
+	"internal/brokertest": {imports: []string{std, mod("protocol"), mod("storage"), mod("actors"),
+		mod("netio"), mod("internal")}},
+	"internal/archtest": {imports: []string{std}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), hdrhist}},
 }
