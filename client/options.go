@@ -158,7 +158,8 @@ func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialT
 func WithRetries(n int) Option { return func(o *options) { o.retries = n } }
 
 // WithRetryBackoff sets the pause before the first retry of a send (default
-// 100 ms); it doubles for each further retry.
+// 100 ms); it doubles for each further retry, up to 10 s (or the first
+// pause, if longer). No retry starts after the context's deadline.
 func WithRetryBackoff(d time.Duration) Option { return func(o *options) { o.retryBackoff = d } }
 
 // WithReconnectBackoff bounds the pause after a failed connect during which

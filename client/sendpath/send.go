@@ -20,7 +20,8 @@ type Send struct {
 
 // Begin starts a send to topic. to is the caller's queue, or AnyQueue for
 // the Table's choice; deadline (zero: none) is when retries stop, the
-// caller's context deadline.
+// caller's context deadline. Begin reads and writes nothing of t's: it may
+// run concurrently with calls on t.
 func (t *Table) Begin(topic string, to QueueRef, deadline time.Time) *Send {
 	return &Send{t: t, topic: topic, fixed: to, deadline: deadline}
 }
@@ -110,6 +111,10 @@ func (d Decision) String() string {
 // forgets the topic's route; a failure that blames the broker latches it
 // (Config.AvoidFor). A stored message is Done; a Retryable failure is
 // retried while attempts are left and the pause ends before the deadline.
+//
+// An outcome whose class is Final (stored) touches s only, not the Table,
+// and does not read now: a caller with a lock around the Table need not
+// take it (nor read the clock) for the answers of a healthy broker.
 func (s *Send) Outcome(now time.Time, to QueueRef, o Outcome) Decision {
 	s.routed = false
 	c := Classify(o)

@@ -190,3 +190,17 @@ func TestRetryPrefersAnotherBroker(t *testing.T) {
 		t.Errorf("attempts went to %v, want %v", got, want)
 	}
 }
+
+// TestStoredOutcomeTouchesOnlyTheSend holds Outcome's promise that the
+// producer relies on to skip its lock and the clock for stored answers.
+func TestStoredOutcomeTouchesOnlyTheSend(t *testing.T) {
+	for _, o := range []Outcome{ok, flush, {Status: protocol.StatusFlushSlaveTimeout}, {Status: protocol.StatusSlaveNotAvailable}} {
+		tab := NewTable(Config{RouteTTL: time.Hour, Retries: 2, AvoidFor: time.Hour})
+		tab.Update(Route{Topic: "T", Version: 1, Queues: queues(1, "a"), Fetched: t0})
+		d := tab.Begin("T", AnyQueue, time.Time{}).Outcome(time.Time{}, QueueRef{"a", 0}, o)
+		r, known := tab.Route("T")
+		if d.Verdict != Done || !known || r.Version != 1 || len(tab.avoid) != 0 || tab.topics["T"].next != 0 {
+			t.Errorf("%v: %v; the table changed: route %v %v, latch %v", o.Status, d, r, known, tab.avoid)
+		}
+	}
+}
