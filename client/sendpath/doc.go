@@ -28,12 +28,19 @@
 //	// d.Verdict: Done (stored: never resend), Fail, or Retry: call
 //	// s.Next(d.At) at d.At and go on.
 //
-// A blocking caller loops on it, sleeping until d.At; an event-driven caller
-// (the simulator) arms a timer for d.At and calls Next when it fires.
+// A failed route fetch is a failed attempt: its outcome goes to Outcome
+// like an answer's. A blocking caller loops on the conversation, sleeping
+// until d.At; an event-driven caller (the simulator) arms a timer for d.At
+// and calls Next when it fires. The queue of a retry is picked then, not
+// when the retry is decided: the route may have been forgotten or replaced
+// in between, and a retry that never happens takes no turn of the round
+// robin.
 //
 // Concurrency: a Table and its Sends are plain data. Calls on one Table or
 // on any of its Sends must not run concurrently; a caller with several
 // goroutines holds one lock around them (they do no I/O and are short).
+// Two calls touch no Table state and need no lock: Begin, and Outcome with
+// an outcome whose Class is Final.
 //
 // Imports: std and protocol only.
 package sendpath

@@ -89,7 +89,15 @@ const (
 )
 
 func (v Verdict) String() string {
-	return [...]string{"done", "retry", "fail"}[v]
+	switch v {
+	case Done:
+		return "done"
+	case Retry:
+		return "retry"
+	case Fail:
+		return "fail"
+	}
+	return "verdict?"
 }
 
 // Decision is the core's answer to an attempt's Outcome.
