@@ -200,10 +200,7 @@ func (p *Producer) fetchRoute(ctx context.Context, topic string) (sendpath.Route
 	tc, err := p.c.topicConfig(ctx, topic)
 	switch {
 	case err == nil:
-		r.Queues = make([]sendpath.QueueRef, max(tc.WriteQueueNums, 0))
-		for i := range r.Queues {
-			r.Queues[i] = sendpath.QueueRef{Broker: p.c.addr, QueueID: int32(i)}
-		}
+		r.Queues = sendpath.Queues(p.c.addr, tc.WriteQueueNums)
 	case errors.Is(err, ErrTopicNotExist):
 	default:
 		return r, fmt.Errorf("route of topic %s: %w", topic, err)

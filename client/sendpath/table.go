@@ -27,6 +27,16 @@ func (q QueueRef) String() string {
 	return fmt.Sprintf("%s/%d", b, q.QueueID)
 }
 
+// Queues lists the queues 0..n-1 of broker, as a route has them for a
+// broker that hosts a topic with n write queues (none for n <= 0).
+func Queues(broker string, n int32) []QueueRef {
+	qs := make([]QueueRef, max(n, 0))
+	for i := range qs {
+		qs[i] = QueueRef{Broker: broker, QueueID: int32(i)}
+	}
+	return qs
+}
+
 // Route is what the producer knows of a topic: its writable queues over
 // all the brokers that host it. No queues: the topic is unknown, and sends
 // let the broker pick.

@@ -14,11 +14,18 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 func queues(n int32, brokers ...string) []QueueRef {
 	var qs []QueueRef
 	for _, b := range brokers {
-		for q := range n {
-			qs = append(qs, QueueRef{Broker: b, QueueID: q})
-		}
+		qs = append(qs, Queues(b, n)...)
 	}
 	return qs
+}
+
+func TestQueues(t *testing.T) {
+	if got, want := Queues("a", 3), []QueueRef{{"a", 0}, {"a", 1}, {"a", 2}}; !slices.Equal(got, want) {
+		t.Errorf("Queues(a, 3) = %v, want %v", got, want)
+	}
+	if got := Queues("a", -1); len(got) != 0 {
+		t.Errorf("Queues(a, -1) = %v, want none", got)
+	}
 }
 
 // picks is n picks of topic, one per millisecond from at, the broker avoid
