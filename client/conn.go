@@ -173,9 +173,11 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 		c.mu.Unlock()
 
 		dctx, cancel := context.WithTimeout(ctx, c.o.dialTimeout)
-		var d net.Dialer
-		nc, err := d.DialContext(dctx, "tcp", c.addr)
+		nc, err := c.o.dial(dctx, "tcp", c.addr) // WithDialer: the transport seam
 		cancel()
+		if err == nil && nc == nil {
+			err = errors.New("the dialer returned no connection")
+		}
 
 		c.mu.Lock()
 		c.dialing = nil
@@ -214,9 +216,17 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 		go s.writeLoop()
 		go s.readLoop()
 		c.mu.Unlock()
-		c.o.logger.Debug("wharf client: connected", "addr", c.addr, "local", nc.LocalAddr().String())
+		c.o.logger.Debug("wharf client: connected", "addr", c.addr, "local", addrString(nc.LocalAddr()))
 		return s, nil
 	}
+}
+
+// addrString is a's text; a dialer's connection need not have an address.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // close fails every pending call with ErrClosed and waits for the session

@@ -32,6 +32,17 @@
 // Close on any client value fails its calls in flight with ErrClosed and
 // returns after all its goroutines have ended.
 //
+// The transport is a seam: WithDialer replaces the net.Dialer that opens
+// every connection (to the broker and to WithSlaveAddrs' slaves) with any
+// function returning a net.Conn: in-memory connections for tests
+// (net.Pipe), a proxy that injects faults or latency, a simulated network.
+//
+// The producer's decisions (queue choice, what an answer means, whether,
+// when and where to retry) are a plain core, package client/sendpath, with
+// time as an input and no goroutines: Producer drives it with blocking
+// calls, and an event-driven caller such as the simulator drives the same
+// core from its answers and timers.
+//
 //	p, err := client.NewProducer("127.0.0.1:10911")
 //	if err != nil { ... }
 //	defer p.Close()
@@ -61,5 +72,5 @@
 //
 // Package clienttest holds an in-memory broker for tests.
 //
-// Imports: protocol only (plus std).
+// Imports: protocol and rebalance (plus std), and its own client/sendpath.
 package client

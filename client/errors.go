@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wharfmq/wharf/client/sendpath"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -104,13 +105,27 @@ func statusError(f *protocol.Frame) error {
 // retryable reports whether a failed attempt may be repeated: a retryable
 // broker status, or a connection that failed or broke. Timeouts are not
 // retried (the attempt may still be executed), nor is anything after the
-// caller's context ended or the client closed.
+// caller's context ended or the client closed. The judgement is the send
+// core's (sendpath.Classify).
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrTimeout) {
-		return false
+	return err != nil && sendpath.Classify(outcomeOf(err)) == sendpath.Retryable
+}
+
+// outcomeOf is the send core's view of a failed call's error: the broker's
+// status it carries, a broken connection, a timeout, or a local failure
+// (the client closed, the caller's context ended, anything else).
+func outcomeOf(err error) sendpath.Outcome {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return sendpath.Outcome{Failure: sendpath.Local}
+	case errors.Is(err, ErrTimeout):
+		return sendpath.Outcome{Failure: sendpath.TimedOut}
 	}
 	if s, ok := StatusFromError(err); ok {
-		return s.Retryable()
+		return sendpath.Outcome{Failure: sendpath.Answered, Status: s}
 	}
-	return errors.Is(err, ErrBrokerUnavailable)
+	if errors.Is(err, ErrBrokerUnavailable) {
+		return sendpath.Outcome{Failure: sendpath.Broken}
+	}
+	return sendpath.Outcome{Failure: sendpath.Local}
 }

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -59,7 +61,14 @@ type options struct {
 	masterRetry    time.Duration
 	grp            groupOptions // PushConsumer group mode (group_options.go)
 	coalesce       bool         // SendAsync may coalesce (coalesce.go)
+	dial           Dialer       // the transport seam (WithDialer)
 }
+
+// Dialer opens a connection to a broker: network is "tcp", addr the
+// broker's address as given to the client. It must honour ctx (its
+// deadline is WithDialTimeout's). The default is a net.Dialer's
+// DialContext.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 func defaultOptions() options {
 	host, _ := os.Hostname()
@@ -85,6 +94,7 @@ func defaultOptions() options {
 		routeTTL:       30 * time.Second,
 		masterRetry:    3 * time.Second,
 		coalesce:       true,
+		dial:           (&net.Dialer{}).DialContext,
 	}
 }
 
@@ -125,6 +135,9 @@ func buildOptions(opts []Option) (options, error) {
 	if o.limits.MaxMessageSize <= 0 {
 		o.limits.MaxMessageSize = d.MaxMessageSize
 	}
+	if o.dial == nil {
+		o.dial = (&net.Dialer{}).DialContext
+	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -151,6 +164,17 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // WithDialTimeout sets the TCP connect timeout (default 3 s).
 func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
+// WithDialer sets how the client connects to a broker (and to the slaves of
+// WithSlaveAddrs): every connection is opened by dial instead of a
+// net.Dialer, with a context bounded by WithDialTimeout, and a failed dial
+// is ErrBrokerUnavailable as for TCP. This is the client's transport seam:
+// in-memory connections for tests (net.Pipe), a proxy that injects faults
+// or latency, a simulated network. The connection must deliver bytes in
+// order, as TCP does. Only the transport is replaced: the client's
+// goroutines, timeouts and retry pauses still run on the wall clock. nil
+// restores the default.
+func WithDialer(dial Dialer) Option { return func(o *options) { o.dial = dial } }
+
 // WithRetries sets how often a Producer repeats a send that failed with a
 // retryable status or a connection error (default 2, so at most 3 attempts).
 // Stored-but-unconfirmed statuses (FLUSH_DISK_TIMEOUT, ...) and timeouts are
@@ -158,7 +182,8 @@ func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialT
 func WithRetries(n int) Option { return func(o *options) { o.retries = n } }
 
 // WithRetryBackoff sets the pause before the first retry of a send (default
-// 100 ms); it doubles for each further retry.
+// 100 ms); it doubles for each further retry, up to 10 s (or the first
+// pause, if longer). No retry starts after the context's deadline.
 func WithRetryBackoff(d time.Duration) Option { return func(o *options) { o.retryBackoff = d } }
 
 // WithReconnectBackoff bounds the pause after a failed connect during which

@@ -9,9 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/wharfmq/wharf/client/sendpath"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -54,24 +54,34 @@ func ToQueue(q int32) SendOption { return func(s *sendOptions) { s.queue = q } }
 // broker and cached for WithRouteTTL). If the broker does not list the topic
 // the producer lets the broker pick (queueId -1), which lets a broker with
 // autoCreateTopicEnable create it.
+//
+// The decisions (queue choice, what an answer means, whether and when to
+// retry) are the plain core of package client/sendpath; the Producer runs
+// its attempts over the connection and waits out its pauses.
 type Producer struct {
 	o   options
 	c   *conn
 	ids *protocol.UniqIDGenerator
 
-	mu     sync.Mutex
-	closed bool
-	routes map[string]*route
+	mu       sync.Mutex // guards closed, and the send core: table and every Send
+	closed   bool
+	table    *sendpath.Table
+	routeSeq int64 // numbers the route fetches: the routes' versions
 
 	wg   sync.WaitGroup // SendAsync goroutines
 	done chan struct{}  // closed by Close
 }
 
-type route struct {
-	queues  int32 // write queue count; 0: unknown topic, let the broker pick
-	fetched time.Time
-	next    atomic.Uint32
-}
+// The send policy beyond the options.
+const (
+	// maxRetryBackoff bounds the doubling of WithRetryBackoff (unless the
+	// first pause is longer), so many retries do not wait for hours.
+	maxRetryBackoff = 10 * time.Second
+	// avoidFailedBroker is how long a broker that failed an attempt is
+	// skipped while another broker has writable queues. A producer talks
+	// to one broker today, so this only matters once routes span several.
+	avoidFailedBroker = time.Second
+)
 
 // NewProducer connects to the broker at addr ("host:port"). It fails with
 // ErrBrokerUnavailable if the broker cannot be reached; afterwards a lost
@@ -81,7 +91,14 @@ func NewProducer(addr string, opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Producer{o: o, ids: newUniqIDGenerator(), routes: map[string]*route{}, done: make(chan struct{})}
+	p := &Producer{o: o, ids: newUniqIDGenerator(), done: make(chan struct{})}
+	p.table = sendpath.NewTable(sendpath.Config{
+		RouteTTL:   o.routeTTL,
+		Retries:    o.retries,
+		Backoff:    o.retryBackoff,
+		MaxBackoff: max(o.retryBackoff, maxRetryBackoff),
+		AvoidFor:   avoidFailedBroker,
+	})
 	p.c = newConn(addr, &p.o, func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: p.o.clientID, ProducerGroups: []string{p.o.producerGroup}}
 	})
@@ -135,113 +152,112 @@ func (p *Producer) sendOpts(opts []SendOption) sendOptions {
 	return so
 }
 
-// cachedQueue picks the queue for the next attempt if that needs no
-// request to the broker.
-func (p *Producer) cachedQueue(topic string, so sendOptions, now time.Time) (int32, bool) {
+// begin starts the core's plan of one send to topic; ctx's deadline ends
+// its retries. (Table.Begin touches no shared state: no lock.)
+func (p *Producer) begin(ctx context.Context, topic string, so sendOptions) *sendpath.Send {
+	to := sendpath.AnyQueue
 	if so.queue >= 0 {
-		return so.queue, true
+		to = sendpath.QueueRef{QueueID: so.queue}
 	}
-	r := p.cachedRoute(topic, now)
-	if r == nil {
-		return 0, false
-	}
-	return r.pick(), true
+	deadline, _ := ctx.Deadline()
+	return p.table.Begin(topic, to, deadline)
 }
 
-// cachedRoute returns topic's route if it is known and fresh.
-func (p *Producer) cachedRoute(topic string, now time.Time) *route {
+// next is the core's next step for s at now, under the lock.
+func (p *Producer) next(s *sendpath.Send, now time.Time) sendpath.Step {
 	p.mu.Lock()
-	r := p.routes[topic]
-	p.mu.Unlock()
-	if r == nil || now.Sub(r.fetched) > p.o.routeTTL {
-		return nil
-	}
-	return r
+	defer p.mu.Unlock()
+	return s.Next(now)
 }
 
-// pick is the next queue in round robin, or -1 (the broker picks) for a
-// topic the broker did not know.
-func (r *route) pick() int32 {
-	if r.queues <= 0 {
-		return -1
-	}
-	return int32(r.next.Add(1)-1) % r.queues
-}
-
-// queueFor picks the queue for the next attempt.
-func (p *Producer) queueFor(ctx context.Context, topic string, so sendOptions) (int32, error) {
-	if so.queue >= 0 {
-		return so.queue, nil
-	}
-	p.mu.Lock()
-	r := p.routes[topic]
-	p.mu.Unlock()
-	if r == nil || time.Since(r.fetched) > p.o.routeTTL {
-		r = &route{fetched: time.Now()}
-		tc, err := p.c.topicConfig(ctx, topic)
-		switch {
-		case err == nil:
-			r.queues = tc.WriteQueueNums
-		case errors.Is(err, ErrTopicNotExist):
-			// let the broker pick (and maybe auto-create)
-		default:
-			return 0, err
+// target is where s's next attempt goes, the topic's route fetched from
+// the broker first if the core asks for it. A failed fetch is the
+// attempt's failure.
+func (p *Producer) target(ctx context.Context, s *sendpath.Send) (sendpath.QueueRef, error) {
+	for {
+		st := p.next(s, time.Now())
+		if !st.Fetch {
+			return st.To, nil
+		}
+		r, err := p.fetchRoute(ctx, s.Topic())
+		if err != nil {
+			return sendpath.QueueRef{Broker: p.c.addr, QueueID: -1}, err
 		}
 		p.mu.Lock()
-		if old := p.routes[topic]; old != nil {
-			r.next.Store(old.next.Load())
-		}
-		p.routes[topic] = r
+		s.Routed(r) // the next Next uses it: no second fetch
 		p.mu.Unlock()
 	}
-	return r.pick(), nil
 }
 
-func (p *Producer) forgetRoute(topic string) {
+// fetchRoute reads topic's write queues from the broker. A topic the
+// broker does not know is a route without queues: sends let the broker
+// pick (and maybe auto-create it).
+func (p *Producer) fetchRoute(ctx context.Context, topic string) (sendpath.Route, error) {
 	p.mu.Lock()
-	delete(p.routes, topic)
+	p.routeSeq++
+	r := sendpath.Route{Topic: topic, Version: p.routeSeq, Fetched: time.Now()}
 	p.mu.Unlock()
-}
-
-// retry runs attempt until it succeeds, fails for good, or the retries are
-// spent. attempt reports whether the broker stored the message.
-func (p *Producer) retry(ctx context.Context, topic string, attempt func() (stored bool, err error)) error {
-	return p.retryFrom(ctx, topic, 0, nil, attempt)
-}
-
-// retryFrom is retry after n attempts, the last of which failed with
-// lastErr (n = 0: none yet).
-func (p *Producer) retryFrom(ctx context.Context, topic string, n int, lastErr error, attempt func() (stored bool, err error)) error {
-	backoff := p.o.retryBackoff
-	for range n - 1 {
-		backoff *= 2
+	tc, err := p.c.topicConfig(ctx, topic)
+	switch {
+	case err == nil:
+		r.Queues = sendpath.Queues(p.c.addr, tc.WriteQueueNums)
+	case errors.Is(err, ErrTopicNotExist):
+	default:
+		return r, fmt.Errorf("route of topic %s: %w", topic, err)
 	}
-	for ; ; n++ {
-		if n > 0 {
-			if n > p.o.retries || !retryable(lastErr) || ctx.Err() != nil {
-				return lastErr
-			}
-			p.o.logger.Debug("wharf client: send failed, retrying", "topic", topic, "attempt", n, "err", lastErr)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return lastErr
-			case <-p.done:
-				t.Stop()
-				return ErrClosed
-			}
-			backoff *= 2
+	return r, nil
+}
+
+// decide feeds the outcome of s's attempt to to into the core. A stored
+// outcome changes nothing but s (sendpath's contract), so the answers of a
+// busy producer take neither the lock nor the clock.
+func (p *Producer) decide(s *sendpath.Send, to sendpath.QueueRef, out sendpath.Outcome) sendpath.Decision {
+	if sendpath.Classify(out).Final() {
+		return s.Outcome(time.Time{}, to, out)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return s.Outcome(time.Now(), to, out)
+}
+
+// attemptFunc makes one blocking attempt to the queue to and returns its
+// outcome and error (nil: stored and confirmed).
+type attemptFunc func(to sendpath.QueueRef) (sendpath.Outcome, error)
+
+// run makes s's attempts until the core says done or fail, pausing before
+// each retry, and returns the last attempt's error.
+func (p *Producer) run(ctx context.Context, s *sendpath.Send, attempt attemptFunc) error {
+	for {
+		to, err := p.target(ctx, s)
+		var out sendpath.Outcome
+		if err != nil {
+			out = outcomeOf(err)
+		} else {
+			out, err = attempt(to)
 		}
-		stored, err := attempt()
-		if err == nil || stored {
-			return err // stored: never resend (it would duplicate)
+		d := p.decide(s, to, out)
+		if d.Verdict != sendpath.Retry || ctx.Err() != nil {
+			return err // stored (never resend), failed for good, or abandoned
 		}
-		if errors.Is(err, ErrTopicNotExist) {
-			p.forgetRoute(topic)
+		if werr := p.pause(ctx, s, d, err); werr != nil {
+			return werr
 		}
-		lastErr = err
+	}
+}
+
+// pause waits until the retry the core decided (d) after the failure err,
+// and returns nil, or err if ctx ends first, or ErrClosed.
+func (p *Producer) pause(ctx context.Context, s *sendpath.Send, d sendpath.Decision, err error) error {
+	p.o.logger.Debug("wharf client: send failed, retrying", "topic", s.Topic(), "attempt", s.Failures(), "err", err)
+	t := time.NewTimer(time.Until(d.At))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return err
+	case <-p.done:
+		return ErrClosed
 	}
 }
 
@@ -261,24 +277,20 @@ func (p *Producer) Send(ctx context.Context, msg *protocol.Message, opts ...Send
 	if err := p.prepare(msg); err != nil {
 		return SendResult{}, err
 	}
-	return p.send(ctx, msg, so)
+	return p.send(ctx, msg, p.begin(ctx, msg.Topic, so))
 }
 
-func (p *Producer) send(ctx context.Context, msg *protocol.Message, so sendOptions) (SendResult, error) {
+// send runs s, the plan of a send of msg, from its first attempt.
+func (p *Producer) send(ctx context.Context, msg *protocol.Message, s *sendpath.Send) (SendResult, error) {
 	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
-	born := nowMs()
-	err := p.retry(ctx, msg.Topic, p.sendAttempt(ctx, msg, so, born, &res))
+	err := p.run(ctx, s, p.sendAttempt(ctx, msg, nowMs(), &res))
 	return res, err
 }
 
-// sendAttempt returns one blocking attempt to send msg, for retry.
-func (p *Producer) sendAttempt(ctx context.Context, msg *protocol.Message, so sendOptions, born int64, res *SendResult) func() (bool, error) {
-	return func() (bool, error) {
-		q, err := p.queueFor(ctx, msg.Topic, so)
-		if err != nil {
-			return false, err
-		}
-		f, err := p.c.call(ctx, p.sendRequest(msg, q, born), p.o.timeout)
+// sendAttempt returns one blocking attempt to send msg, for run.
+func (p *Producer) sendAttempt(ctx context.Context, msg *protocol.Message, born int64, res *SendResult) attemptFunc {
+	return func(to sendpath.QueueRef) (sendpath.Outcome, error) {
+		f, err := p.c.call(ctx, p.sendRequest(msg, to.QueueID, born), p.o.timeout)
 		return p.sendOutcome(f, err, res)
 	}
 }
@@ -296,11 +308,11 @@ func (p *Producer) sendRequest(msg *protocol.Message, q int32, born int64) *prot
 	}
 }
 
-// sendOutcome reads the answer to a SEND into res and reports whether the
-// broker stored the message.
-func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (bool, error) {
+// sendOutcome reads the answer to a SEND into res and returns the
+// attempt's outcome and error.
+func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (sendpath.Outcome, error) {
 	if err != nil {
-		return false, err
+		return outcomeOf(err), err
 	}
 	var resp protocol.SendResponse
 	var derr error
@@ -312,24 +324,26 @@ func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (b
 
 // outcome reads into res the answer f to a request that carried one
 // message (f is nil after the transport error err); resp is the message's
-// part of a stored answer, derr the failure to decode it. It reports
-// whether the broker stored the message.
-func outcome(f *protocol.Frame, err error, resp *protocol.SendResponse, derr error, res *SendResult) (bool, error) {
+// part of a stored answer, derr the failure to decode it. It returns the
+// attempt's outcome and error: a stored message's outcome says so even
+// when its answer could not be decoded, so it is never resent.
+func outcome(f *protocol.Frame, err error, resp *protocol.SendResponse, derr error, res *SendResult) (sendpath.Outcome, error) {
 	if f == nil {
-		return false, err
+		return outcomeOf(err), err
 	}
 	res.Status = f.Status
+	out := sendpath.Outcome{Failure: sendpath.Answered, Status: f.Status}
 	if !f.Status.Stored() {
-		return false, statusError(f)
+		return out, statusError(f)
 	}
 	if derr != nil {
-		return true, derr // stored all the same: do not resend
+		return out, derr
 	}
 	res.MsgID, res.QueueID, res.QueueOffset = resp.MsgID, resp.QueueID, resp.QueueOffset
 	if f.Status != protocol.StatusOK {
-		return true, statusError(f)
+		return out, statusError(f)
 	}
-	return true, nil
+	return out, nil
 }
 
 // SendAsync sends msg in the background (as Send, with the same retries)
@@ -367,17 +381,16 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 		defer p.wg.Done()
 		callback(res, err)
 	}
-	if p.o.coalesce && so.queue < 0 && !delayed(msg) {
-		if r := p.cachedRoute(msg.Topic, now); r != nil {
-			p.sendCoalesced(ctx, msg, so, r, now, finish)
-			return
-		}
+	s := p.begin(ctx, msg.Topic, so)
+	if p.o.coalesce && so.queue < 0 && !delayed(msg) && p.fresh(msg.Topic, now) {
+		p.sendCoalesced(ctx, msg, so, s, now, finish)
+		return
 	}
-	q, ok := p.cachedQueue(msg.Topic, so, now)
-	if !ok {
+	st := p.next(s, now)
+	if st.Fetch {
 		// The topic's route must be fetched first: do the whole send on a
 		// goroutine of its own rather than block the caller.
-		go func() { finish(p.send(ctx, msg, so)) }()
+		go func() { finish(p.send(ctx, msg, s)) }()
 		return
 	}
 	// The first attempt goes out from here and completes on the
@@ -385,30 +398,34 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	// Only a failed attempt that may be retried moves to a goroutine.
 	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
 	born := now.UnixMilli()
-	p.c.callAsync(ctx, p.sendRequest(msg, q, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
-		stored, err := p.sendOutcome(f, err, &res)
-		if err == nil || stored || ctx.Err() != nil {
-			finish(res, err)
-			return
-		}
-		p.retryAsync(ctx, msg, so, born, &res, err, finish)
+	p.c.callAsync(ctx, p.sendRequest(msg, st.To.QueueID, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
+		out, err := p.sendOutcome(f, err, &res)
+		d := p.decide(s, st.To, out)
+		p.retryAsync(ctx, s, d, err, msg, born, &res, finish)
 	})
 }
 
-// retryAsync goes on with an async send whose first attempt failed with
-// err without storing the message: it retries on a goroutine of its own, if
-// retries are on and err allows them, and calls finish with the outcome.
-func (p *Producer) retryAsync(ctx context.Context, msg *protocol.Message, so sendOptions, born int64, res *SendResult, err error, finish func(SendResult, error)) {
-	if p.o.retries == 0 || !retryable(err) {
+// fresh reports whether topic's route is known and fresh at now.
+func (p *Producer) fresh(topic string, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.table.Fresh(topic, now)
+}
+
+// retryAsync goes on with the async send s of msg after an attempt that
+// ended with err and got decision d: a retry runs on a goroutine of its
+// own, anything else calls finish with the outcome at once.
+func (p *Producer) retryAsync(ctx context.Context, s *sendpath.Send, d sendpath.Decision, err error, msg *protocol.Message, born int64, res *SendResult, finish func(SendResult, error)) {
+	if d.Verdict != sendpath.Retry || ctx.Err() != nil {
 		finish(*res, err)
 		return
 	}
-	if errors.Is(err, ErrTopicNotExist) {
-		p.forgetRoute(msg.Topic)
-	}
 	go func() {
-		err := p.retryFrom(ctx, msg.Topic, 1, err, p.sendAttempt(ctx, msg, so, born, res))
-		finish(*res, err)
+		if werr := p.pause(ctx, s, d, err); werr != nil {
+			finish(*res, werr)
+			return
+		}
+		finish(*res, p.run(ctx, s, p.sendAttempt(ctx, msg, born, res)))
 	}()
 }
 
@@ -419,29 +436,26 @@ func delayed(msg *protocol.Message) bool {
 }
 
 // sendCoalesced is SendAsync's path for a message that may share a
-// SEND_BATCH with others (see coalesce.go). A refusal of a batch of several
-// messages may be because of another message, so the message is then sent
-// again on its own, as by Send, with Send's retries.
-func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so sendOptions, r *route, now time.Time, finish func(SendResult, error)) {
+// SEND_BATCH with others (see coalesce.go); s is its plan. A refusal of a
+// batch of several messages may be because of another message, so the
+// message is then sent again on its own, as by Send, with Send's retries.
+func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so sendOptions, s *sendpath.Send, now time.Time, finish func(SendResult, error)) {
 	born := now.UnixMilli()
-	p.c.sendCoalesced(ctx, p.o.producerGroup, msg, r.pick, born, now, p.o.timeout, func(sp sendPart) {
+	pick := func() int32 { // the queue of a batch that opens
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.table.Pick(msg.Topic, now, "").QueueID
+	}
+	p.c.sendCoalesced(ctx, p.o.producerGroup, msg, pick, born, now, p.o.timeout, func(sp sendPart) {
 		res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
-		stored, err := p.partOutcome(sp, &res)
-		if err == nil || stored || ctx.Err() != nil {
-			finish(res, err)
+		out, err := outcome(sp.f, sp.err, &sp.resp, sp.err, &res)
+		d := p.decide(s, sendpath.QueueRef{Broker: p.c.addr, QueueID: res.QueueID}, out)
+		if d.Verdict != sendpath.Done && sp.batched && ctx.Err() == nil {
+			go func() { finish(p.send(ctx, msg, p.begin(ctx, msg.Topic, so))) }()
 			return
 		}
-		if sp.batched {
-			go func() { finish(p.send(ctx, msg, so)) }()
-			return
-		}
-		p.retryAsync(ctx, msg, so, born, &res, err, finish)
+		p.retryAsync(ctx, s, d, err, msg, born, &res, finish)
 	})
-}
-
-// partOutcome is sendOutcome for a coalesced message.
-func (p *Producer) partOutcome(sp sendPart, res *SendResult) (bool, error) {
-	return outcome(sp.f, sp.err, &sp.resp, sp.err, res)
 }
 
 // SendOneway sends msg without waiting for (or getting) an answer: it
@@ -454,83 +468,77 @@ func (p *Producer) SendOneway(ctx context.Context, msg *protocol.Message, opts .
 	if err := p.prepare(msg); err != nil {
 		return err
 	}
-	q, err := p.queueFor(ctx, msg.Topic, so)
+	to, err := p.target(ctx, p.begin(ctx, msg.Topic, so))
 	if err != nil {
 		return err
 	}
-	return p.c.oneway(ctx, &protocol.SendRequest{
-		ProducerGroup: p.o.producerGroup,
-		Topic:         msg.Topic,
-		QueueID:       q,
-		Flag:          msg.Flag,
-		BornTimestamp: nowMs(),
-		Properties:    msg.Properties,
-		Body:          msg.Body,
-	})
+	return p.c.oneway(ctx, p.sendRequest(msg, to.QueueID, nowMs()))
 }
 
 // SendBatch sends msgs, all of one topic, in one request: the broker
 // stores them together in one queue at consecutive offsets, with one status
 // for the batch. Retries and statuses are as for Send.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts ...SendOption) (BatchResult, error) {
-	if len(msgs) == 0 {
-		return BatchResult{}, fmt.Errorf("%w: empty batch", ErrMessageIllegal)
+	so := p.sendOpts(opts)
+	req, res, err := p.prepareBatch(msgs, so)
+	if err != nil {
+		return BatchResult{}, err
 	}
-	lim := p.o.limits
-	if len(msgs) > lim.MaxBatchMessages {
-		return BatchResult{}, fmt.Errorf("%w: batch of %d messages, limit %d", ErrMessageIllegal, len(msgs), lim.MaxBatchMessages)
+	err = p.run(ctx, p.begin(ctx, req.Topic, so), func(to sendpath.QueueRef) (sendpath.Outcome, error) {
+		req.QueueID = to.QueueID
+		f, err := p.c.call(ctx, req, p.o.timeout)
+		if err != nil {
+			return outcomeOf(err), err
+		}
+		res.Status = f.Status
+		out := sendpath.Outcome{Failure: sendpath.Answered, Status: f.Status}
+		if !f.Status.Stored() {
+			return out, statusError(f)
+		}
+		var resp protocol.SendBatchResponse
+		if err := p.c.decode(f, &resp); err != nil {
+			return out, err // stored all the same: never resent
+		}
+		res.QueueID, res.QueueOffset, res.MsgIDs = resp.QueueID, resp.QueueOffset, resp.MsgIDs
+		if f.Status != protocol.StatusOK {
+			return out, statusError(f)
+		}
+		return out, nil
+	})
+	return *res, err
+}
+
+// prepareBatch validates msgs for SendBatch, applies so's edits, sets their
+// UNIQ_KEYs and builds the request (its queue set per attempt) and the
+// result to fill.
+func (p *Producer) prepareBatch(msgs []*protocol.Message, so sendOptions) (*protocol.SendBatchRequest, *BatchResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil, fmt.Errorf("%w: empty batch", ErrMessageIllegal)
+	}
+	if lim := p.o.limits; len(msgs) > lim.MaxBatchMessages {
+		return nil, nil, fmt.Errorf("%w: batch of %d messages, limit %d", ErrMessageIllegal, len(msgs), lim.MaxBatchMessages)
 	}
 	topic := ""
-	batch := make([]protocol.Message, len(msgs))
-	res := BatchResult{QueueID: -1, QueueOffset: -1, UniqKeys: make([]string, len(msgs))}
-	so := p.sendOpts(opts)
+	req := &protocol.SendBatchRequest{ProducerGroup: p.o.producerGroup, Messages: make([]protocol.Message, len(msgs))}
+	res := &BatchResult{QueueID: -1, QueueOffset: -1, UniqKeys: make([]string, len(msgs))}
 	for i, m := range msgs {
 		if err := so.apply(m); err != nil {
-			return BatchResult{}, fmt.Errorf("message %d: %w", i, err)
+			return nil, nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if err := p.prepare(m); err != nil {
-			return BatchResult{}, fmt.Errorf("message %d: %w", i, err)
+			return nil, nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if i == 0 {
 			topic = m.Topic
 		} else if m.Topic != topic {
-			return BatchResult{}, fmt.Errorf("%w: message %d has topic %q in a batch for %q", ErrMessageIllegal, i, m.Topic, topic)
+			return nil, nil, fmt.Errorf("%w: message %d has topic %q in a batch for %q", ErrMessageIllegal, i, m.Topic, topic)
 		}
-		batch[i] = *m
+		req.Messages[i] = *m
 		res.UniqKeys[i] = m.UniqKey()
 	}
-	res.Topic = topic
-	born := nowMs()
-	err := p.retry(ctx, topic, func() (bool, error) {
-		q, err := p.queueFor(ctx, topic, so)
-		if err != nil {
-			return false, err
-		}
-		f, err := p.c.call(ctx, &protocol.SendBatchRequest{
-			ProducerGroup: p.o.producerGroup,
-			Topic:         topic,
-			QueueID:       q,
-			BornTimestamp: born,
-			Messages:      batch,
-		}, p.o.timeout)
-		if err != nil {
-			return false, err
-		}
-		res.Status = f.Status
-		if !f.Status.Stored() {
-			return false, statusError(f)
-		}
-		var resp protocol.SendBatchResponse
-		if err := p.c.decode(f, &resp); err != nil {
-			return true, err // stored all the same: do not resend
-		}
-		res.QueueID, res.QueueOffset, res.MsgIDs = resp.QueueID, resp.QueueOffset, resp.MsgIDs
-		if f.Status != protocol.StatusOK {
-			return true, statusError(f)
-		}
-		return true, nil
-	})
-	return res, err
+	req.Topic, res.Topic = topic, topic
+	req.BornTimestamp = nowMs()
+	return req, res, nil
 }
 
 // newUniqIDGenerator builds the UNIQ_KEY generator: this host's IPv4

@@ -63,6 +63,9 @@ var layers = map[string]layer{
 	// The client's tests run against a real broker in-process.
 	"client": {imports: []string{std, mod("protocol"), mod("rebalance")},
 		tests: []string{mod("internal/brokertest"), mod("internal/testwait")}},
+	// The producer's send decisions as a plain core, a leaf the simulator
+	// drives too.
+	"client/sendpath": {imports: []string{std, mod("protocol")}},
 	// Everything but cmd, listed so that a new folder is a decision here too.
 	"sim": {imports: []string{std, mod("protocol"), mod("storage"), mod("rebalance"), mod("actors"),
 		mod("netio"), mod("client"), mod("internal"), protoactor, raft, hdrhist}},
