@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -50,15 +51,6 @@ func e2eMember(t *testing.T, addr, group, topic, id string, h client.Handler, op
 		t.Fatalf("consumer %s: start: %v", id, err)
 	}
 	return c
-}
-
-func e2eWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
 }
 
 func e2eTopicQueues(refs []protocol.QueueRef, topic string) []int32 {
@@ -151,7 +143,7 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	for _, id := range []string{"m1", "m2", "m3"} {
 		cs = append(cs, e2eMember(t, b.addr, "G", "GT", id, d.handler(t, id)))
 	}
-	e2eWait(t, 5*time.Second, "the 3 members to hold all 8 queues, each some", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "the 3 members to hold all 8 queues, each some", func() bool {
 		seen := map[int32]bool{}
 		for _, c := range cs {
 			qs := e2eTopicQueues(c.Assignment(), "GT")
@@ -168,7 +160,7 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 		return len(seen) == 8
 	})
 	keys := e2eSendKeys(t, p, "GT", "a", 800)
-	e2eWait(t, 10*time.Second, "800 messages consumed", func() bool { return d.has(keys) })
+	testwait.For(t, testwait.Wall, 10*time.Second, "800 messages consumed", func() bool { return d.has(keys) })
 	time.Sleep(300 * time.Millisecond)
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("steady state: delivered more than once: %v", dups)
@@ -203,12 +195,12 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	if err := cs[2].Close(); err != nil {
 		t.Errorf("close m3: %v", err)
 	}
-	e2eWait(t, 5*time.Second, "m1 and m2 to hold all 8 queues", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "m1 and m2 to hold all 8 queues", func() bool {
 		return len(e2eTopicQueues(cs[0].Assignment(), "GT"))+len(e2eTopicQueues(cs[1].Assignment(), "GT")) == 8
 	})
 	t.Logf("queues moved %v after m3 closed", time.Since(moved).Round(time.Millisecond))
 	<-sent
-	e2eWait(t, 10*time.Second, "every message after the handover consumed", func() bool { return d.has(more) })
+	testwait.For(t, testwait.Wall, 10*time.Second, "every message after the handover consumed", func() bool { return d.has(more) })
 	time.Sleep(300 * time.Millisecond)
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("delivered more than once across the handover: %v", dups)
@@ -231,11 +223,11 @@ func TestE2EGroupBroadcasting(t *testing.T) {
 	d1, d2 := newE2EDeliveries(), newE2EDeliveries()
 	c1 := e2eMember(t, b.addr, "BG", "BT", "b1", d1.handler(t, "b1"), client.WithMessageModel(client.Broadcasting))
 	c2 := e2eMember(t, b.addr, "BG", "BT", "b2", d2.handler(t, "b2"), client.WithMessageModel(client.Broadcasting))
-	e2eWait(t, 5*time.Second, "both members to hold the 4 queues", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "both members to hold the 4 queues", func() bool {
 		return len(e2eTopicQueues(c1.Assignment(), "BT")) == 4 && len(e2eTopicQueues(c2.Assignment(), "BT")) == 4
 	})
 	keys := e2eSendKeys(t, e2eProducer(t, b.addr), "BT", "x", 200)
-	e2eWait(t, 10*time.Second, "each member to get the 200 messages", func() bool { return d1.has(keys) && d2.has(keys) })
+	testwait.For(t, testwait.Wall, 10*time.Second, "each member to get the 200 messages", func() bool { return d1.has(keys) && d2.has(keys) })
 	for i, d := range []*e2eDeliveries{d1, d2} {
 		if dups := d.dups(); len(dups) > 0 {
 			t.Errorf("member %d: duplicates %v", i+1, dups)
@@ -243,7 +235,7 @@ func TestE2EGroupBroadcasting(t *testing.T) {
 	}
 	// Offsets are the members' own.
 	a := e2eAdmin(t, b.addr)
-	e2eWait(t, 5*time.Second, "per-member offsets committed", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "per-member offsets committed", func() bool {
 		for _, g := range []string{"BG#b1", "BG#b2"} {
 			sum := int64(0)
 			for q := int32(0); q < 4; q++ {
@@ -301,7 +293,7 @@ func TestE2EGroupRedeliveryAndDLQ(t *testing.T) {
 	}
 	dlq := e2ePuller(t, b.addr, "dlq-reader")
 	var dead []protocol.MessageExt
-	e2eWait(t, 20*time.Second, "the failing message in the dead-letter topic", func() bool {
+	testwait.For(t, testwait.Wall, 20*time.Second, "the failing message in the dead-letter topic", func() bool {
 		res, err := dlq.Pull(ctx, protocol.DLQTopic("RG"), 0, 0, 10, client.PullOptions{})
 		if err != nil || res.Status != protocol.PullFound {
 			return false
@@ -369,7 +361,7 @@ func TestE2EGroupAckTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e2eWait(t, 10*time.Second, "the slow message redelivered and the offset past it", func() bool {
+	testwait.For(t, testwait.Wall, 10*time.Second, "the slow message redelivered and the offset past it", func() bool {
 		mu.Lock()
 		n := len(seen["slow"])
 		mu.Unlock()
@@ -424,7 +416,7 @@ func TestE2EGroupOrderly(t *testing.T) {
 		}
 	}
 	c1 := e2eMember(t, b.addr, "OG", "OT", "o1", handler("o1"), client.WithConsumeOrderly(true))
-	e2eWait(t, 5*time.Second, "o1 to hold the 4 queues", func() bool { return len(e2eTopicQueues(c1.Assignment(), "OT")) == 4 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "o1 to hold the 4 queues", func() bool { return len(e2eTopicQueues(c1.Assignment(), "OT")) == 4 })
 	p := e2eProducer(t, b.addr)
 	const n = 400
 	done := make(chan struct{})
@@ -443,7 +435,7 @@ func TestE2EGroupOrderly(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	c2 := e2eMember(t, b.addr, "OG", "OT", "o2", handler("o2"), client.WithConsumeOrderly(true))
 	<-done
-	e2eWait(t, 15*time.Second, "every message consumed", func() bool {
+	testwait.For(t, testwait.Wall, 15*time.Second, "every message consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		ok := 0
@@ -528,7 +520,7 @@ func TestE2EDelayAndDeliverAtSurviveRestart(t *testing.T) {
 		}
 		return client.ConsumeSuccess
 	})
-	e2eWait(t, 15*time.Second, "every delayed message", func() bool {
+	testwait.For(t, testwait.Wall, 15*time.Second, "every delayed message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == len(due)
@@ -574,7 +566,7 @@ func TestE2EGroupCLI(t *testing.T) {
 		runs = append(runs, r)
 	}
 	a := e2eAdmin(t, b.addr)
-	e2eWait(t, 10*time.Second, "two members holding the 4 queues", func() bool {
+	testwait.For(t, testwait.Wall, 10*time.Second, "two members holding the 4 queues", func() bool {
 		d, err := a.DescribeGroup(ctx, "CG")
 		if err != nil || len(d.Members) != 2 {
 			return false

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -286,7 +287,7 @@ func startHALoad(t *testing.T, addr, topic, prefix string, acked map[string]bool
 func (l *haLoad) stop(t *testing.T) {
 	t.Helper()
 	l.cancel()
-	if !waitGroupTimeout(&l.wg, 10*time.Second) {
+	if !testwait.Chan(wgDone(&l.wg), 10*time.Second) {
 		t.Fatal("load senders did not stop")
 	}
 	l.p.Close()
@@ -581,7 +582,7 @@ func TestE2EHASyncMasterWithoutSlave(t *testing.T) {
 			}
 		}()
 	}
-	if !waitGroupTimeout(&wg, 30*time.Second) {
+	if !testwait.Chan(wgDone(&wg), 30*time.Second) {
 		t.Fatal("sends did not finish")
 	}
 	t.Logf("200 sends without a slave: %v", outcomes)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -499,7 +500,7 @@ func e2eNonReader(b *e2eBroker, c net.Conn, topic string, id, n int, d time.Dura
 			// Reset: cut off. (A full send buffer times out: keep going.)
 			// The broker closes the connection before it logs why, so
 			// the line may come a moment after the reset.
-			if !waitFor(5*time.Second, isCutOff) {
+			if !testwait.Until(testwait.Wall, 5*time.Second, isCutOff) {
 				return fmt.Errorf("non-reader %d: write failed (%v) but the broker did not log a slow-reader disconnect", id, err)
 			}
 			return nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -582,7 +583,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	code, took := b.stop(syscall.SIGTERM, 15*time.Second)
 	stopLoad()
-	if !waitGroupTimeout(&wg, 10*time.Second) {
+	if !testwait.Chan(wgDone(&wg), 10*time.Second) {
 		t.Fatal("producers did not stop")
 	}
 	p.Close()

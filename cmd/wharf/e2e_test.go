@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -178,24 +179,24 @@ func startBroker(t *testing.T, dir string, flags ...string) *e2eBroker {
 // test's broker, whose HA listener then resets our requests), or even
 // connect the socket to itself when the port is in the ephemeral range.
 func (b *e2eBroker) waitReady(d time.Duration) bool {
-	deadline := time.Now().Add(d)
 	started := `msg="broker started" listen=` + b.addr + " "
-	for time.Now().Before(deadline) {
+	ready := false
+	testwait.Until(testwait.Wall, d, func() bool {
 		if !b.alive() {
-			return false
+			return true // no use waiting
 		}
 		if !strings.Contains(b.log(), started) {
-			time.Sleep(20 * time.Millisecond)
-			continue
+			return false
 		}
 		c, err := net.DialTimeout("tcp", b.addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return true
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+		c.Close()
+		ready = true
+		return true
+	})
+	return ready
 }
 
 func (b *e2eBroker) alive() bool {
@@ -271,7 +272,7 @@ func (b *e2eBroker) recoveryReport() string {
 
 // waitLog waits until the broker log contains s.
 func (b *e2eBroker) waitLog(s string, d time.Duration) bool {
-	return waitFor(d, func() bool { return strings.Contains(b.log(), s) })
+	return testwait.Until(testwait.Wall, d, func() bool { return strings.Contains(b.log(), s) })
 }
 
 func (b *e2eBroker) abortFileExists() bool {
@@ -701,7 +702,7 @@ func e2eCrashRounds(t *testing.T, flushType string, seed uint64) {
 		b.kill()
 		time.Sleep(100 * time.Millisecond) // the producers see the broker gone
 		stopLoad()
-		if !waitGroupTimeout(&wg, 10*time.Second) {
+		if !testwait.Chan(wgDone(&wg), 10*time.Second) {
 			t.Fatalf("round %d: producers did not stop", round)
 		}
 		p.Close()
@@ -773,19 +774,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// waitGroupTimeout waits for wg up to d; false if it timed out.
-func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+// wgDone returns a channel closed once wg is done, for testwait.Chan.
+func wgDone(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
+	return done
 }
 
 // errorsIsAny reports whether err matches any of targets.
@@ -796,19 +792,4 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
-}
-
-// waitFor polls cond every 20 ms until it holds (true) or d has passed
-// (false).
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
