@@ -516,8 +516,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 
 	// The ConsumeQueues are written after the acknowledgement (by the
 	// Reput actor): wait for them to cover every message.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var sum int64
+	var sum int64
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
+		sum = 0
 		for q := range int32(queues) {
 			n, err := a.GetMaxOffset(ctx, topic, q)
 			if err != nil {
@@ -525,13 +526,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 			}
 			sum += n
 		}
-		if sum == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the queues' max offsets add up to %d, want %d", sum, total)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sum == total
+	}) {
+		t.Fatalf("the queues' max offsets add up to %d, want %d", sum, total)
 	}
 
 	// Consume.
@@ -601,11 +598,10 @@ func TestE2EProduceConsume100k(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for received.Load() < total && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // room for any extra delivery to show up
+	testwait.Until(testwait.Wall, 60*time.Second, func() bool { return received.Load() >= total })
+	// Room for an extra delivery to show up: the wait ends early if one
+	// does, and the count below fails the test.
+	testwait.Until(testwait.Wall, 200*time.Millisecond, func() bool { return received.Load() > total })
 	if err := c.Close(); err != nil {
 		t.Errorf("consumer close: %v", err)
 	}
@@ -651,7 +647,7 @@ func e2eCrashRounds(t *testing.T, flushType string, seed uint64) {
 			t.Fatal(err)
 		}
 		loadCtx, stopLoad := context.WithCancel(ctx)
-		var roundAcked atomic.Int64
+		var roundAcked, roundFailed atomic.Int64
 		var wg sync.WaitGroup
 		for g := range 6 {
 			wg.Add(1)
@@ -687,20 +683,30 @@ func e2eCrashRounds(t *testing.T, flushType string, seed uint64) {
 						}
 						mu.Unlock()
 						roundAcked.Add(int64(n))
-					} else if !sleepCtx(loadCtx, 5*time.Millisecond) {
+						continue
+					}
+					roundFailed.Add(1)
+					if !sleepCtx(loadCtx, 5*time.Millisecond) {
 						return // the broker is gone: do not spin
 					}
 				}
 			}()
 		}
-		// Kill after 200-800 ms, once something was acknowledged.
-		wait := time.Duration(200+rng.IntN(600)) * time.Millisecond
-		time.Sleep(wait)
-		for deadline := time.Now().Add(10 * time.Second); roundAcked.Load() == 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		// Kill at a random point of the load: after 2,000-20,000
+		// acknowledgements (a few hundred ms here), or 200-800 ms on a
+		// machine too loaded to get there, and not before something was
+		// acknowledged.
+		target := int64(2000 + rng.IntN(18000))
+		bound := time.Duration(200+rng.IntN(600)) * time.Millisecond
+		loadStart := time.Now()
+		testwait.Until(testwait.Wall, bound, func() bool { return roundAcked.Load() >= target })
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return roundAcked.Load() > 0 })
+		wait := time.Since(loadStart).Round(time.Millisecond)
 		b.kill()
-		time.Sleep(100 * time.Millisecond) // the producers see the broker gone
+		// Let the producers see the broker gone before they are stopped: a
+		// failed send per sender (those in flight fail at once).
+		failed := roundFailed.Load()
+		testwait.Until(testwait.Wall, time.Second, func() bool { return roundFailed.Load() >= failed+6 })
 		stopLoad()
 		if !testwait.Chan(wgDone(&wg), 10*time.Second) {
 			t.Fatalf("round %d: producers did not stop", round)
