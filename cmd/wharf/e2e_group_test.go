@@ -161,7 +161,8 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	})
 	keys := e2eSendKeys(t, p, "GT", "a", 800)
 	testwait.For(t, testwait.Wall, 10*time.Second, "800 messages consumed", func() bool { return d.has(keys) })
-	time.Sleep(300 * time.Millisecond)
+	// Room for a second delivery to show up (the wait ends early if one does).
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return len(d.dups()) > 0 })
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("steady state: delivered more than once: %v", dups)
 	}
@@ -173,35 +174,43 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	}
 	d.mu.Unlock()
 
-	// Stop m3 while messages keep coming.
-	var more []string
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		for i := range 600 {
-			key := "b" + strconv.Itoa(i)
-			if _, err := p.Send(ctx, &protocol.Message{Topic: "GT", Body: e2eBody(key)}); err != nil {
-				t.Errorf("send %s: %v", key, err)
-				return
-			}
-			more = append(more, key)
-			if i%100 == 99 {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	time.Sleep(200 * time.Millisecond)
+	// Stop m3 while messages keep coming: sent before it stops, while its
+	// queues move (from a goroutine, until the move is seen) and after.
+	more := e2eSendKeys(t, p, "GT", "b", 200)
 	moved := time.Now()
 	if err := cs[2].Close(); err != nil {
 		t.Errorf("close m3: %v", err)
 	}
+	handedOver := make(chan struct{})
+	during := make(chan []string, 1)
+	go func() {
+		var keys []string
+		defer func() { during <- keys }()
+		for i := 0; ; i++ {
+			select {
+			case <-handedOver:
+				return
+			default:
+			}
+			key := "c" + strconv.Itoa(i)
+			if _, err := p.Send(ctx, &protocol.Message{Topic: "GT", Body: e2eBody(key)}); err != nil {
+				t.Errorf("send %s: %v", key, err)
+				return
+			}
+			keys = append(keys, key)
+		}
+	}()
 	testwait.For(t, testwait.Wall, 5*time.Second, "m1 and m2 to hold all 8 queues", func() bool {
 		return len(e2eTopicQueues(cs[0].Assignment(), "GT"))+len(e2eTopicQueues(cs[1].Assignment(), "GT")) == 8
 	})
 	t.Logf("queues moved %v after m3 closed", time.Since(moved).Round(time.Millisecond))
-	<-sent
+	close(handedOver)
+	c := <-during
+	t.Logf("%d messages sent while the queues moved", len(c))
+	more = append(more, c...)
+	more = append(more, e2eSendKeys(t, p, "GT", "d", 200)...)
 	testwait.For(t, testwait.Wall, 10*time.Second, "every message after the handover consumed", func() bool { return d.has(more) })
-	time.Sleep(300 * time.Millisecond)
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return len(d.dups()) > 0 })
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("delivered more than once across the handover: %v", dups)
 	}
@@ -368,7 +377,17 @@ func TestE2EGroupAckTimeout(t *testing.T) {
 		off, err := a.QueryConsumerOffset(ctx, "AG", "AT", 0)
 		return n >= 2 && err == nil && off == 6
 	})
-	time.Sleep(300 * time.Millisecond)
+	// Room for a further delivery to show up (the wait ends early if one
+	// does): the slow message twice and the others once are 7.
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range seen {
+			n += len(r)
+		}
+		return n > 7
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if got := seen["slow"]; !slices.Equal(got, []int32{0, 1}) {
@@ -401,7 +420,6 @@ func TestE2EGroupOrderly(t *testing.T) {
 	handler := func(who string) client.Handler {
 		return func(_ context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
 			m := msgs[0]
-			time.Sleep(2 * time.Millisecond)
 			mu.Lock()
 			defer mu.Unlock()
 			body := string(m.Body)
@@ -419,23 +437,15 @@ func TestE2EGroupOrderly(t *testing.T) {
 	testwait.For(t, testwait.Wall, 5*time.Second, "o1 to hold the 4 queues", func() bool { return len(e2eTopicQueues(c1.Assignment(), "OT")) == 4 })
 	p := e2eProducer(t, b.addr)
 	const n = 400
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range n {
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
 			if _, err := p.Send(ctx, &protocol.Message{Topic: "OT", Body: []byte("o" + strconv.Itoa(i))}, client.ToQueue(int32(i%4))); err != nil {
 				t.Errorf("send: %v", err)
 				return
 			}
-			if i == n/3 {
-				time.Sleep(100 * time.Millisecond)
-			}
 		}
-	}()
-	time.Sleep(300 * time.Millisecond)
-	c2 := e2eMember(t, b.addr, "OG", "OT", "o2", handler("o2"), client.WithConsumeOrderly(true))
-	<-done
-	testwait.For(t, testwait.Wall, 15*time.Second, "every message consumed", func() bool {
+	}
+	consumed := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		ok := 0
@@ -444,8 +454,21 @@ func TestE2EGroupOrderly(t *testing.T) {
 				ok++
 			}
 		}
-		return ok >= n
-	})
+		return ok
+	}
+	// o2 joins mid-run: o1 has consumed some of the first half (each
+	// queue's failing messages, retried in place, hold the rest back), and
+	// the second half is sent meanwhile.
+	send(0, n/2)
+	testwait.For(t, testwait.Wall, 10*time.Second, "o1 consuming", func() bool { return consumed() >= n/8 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		send(n/2, n)
+	}()
+	c2 := e2eMember(t, b.addr, "OG", "OT", "o2", handler("o2"), client.WithConsumeOrderly(true))
+	<-done
+	testwait.For(t, testwait.Wall, 15*time.Second, "every message consumed", func() bool { return consumed() >= n })
 	if len(e2eTopicQueues(c2.Assignment(), "OT")) == 0 {
 		t.Errorf("o2 got no queue")
 	}
