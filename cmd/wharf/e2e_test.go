@@ -625,8 +625,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 }
 
 // e2eCrashRounds runs a producer load against a broker with the given
-// flushDiskType, kills the broker with SIGKILL after 200-800 ms, restarts it
-// on the same store and checks that every acknowledged message is there,
+// flushDiskType, kills the broker with SIGKILL at a random point of it
+// (after 2,000-20,000 acknowledgements, or 200-800 ms), restarts it on the
+// same store and checks that every acknowledged message is there,
 // intact; 3 rounds on one store, each round's check covering every earlier
 // round's acknowledged messages too. Only status OK counts as acknowledged.
 // The restart must report an abnormal (abort file present) recovery.
