@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/internal/vtime"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
@@ -270,13 +271,10 @@ func TestSendPullQuery(t *testing.T) {
 			}
 			// Offsets are published as queues dispatch: poll, bounded.
 			var or protocol.OffsetResponse
-			for deadline := h.loop.Now().Add(3 * time.Second); or.Offset != 10 && h.loop.Now().Before(deadline); {
+			if !testwait.Until(h.loop, 3*time.Second, func() bool {
 				h.ok(h.send(&protocol.GetMaxOffsetRequest{Topic: "orders", QueueID: 0})[0], &or)
-				if or.Offset != 10 {
-					h.loop.Advance(5 * time.Millisecond)
-				}
-			}
-			if or.Offset != 10 {
+				return or.Offset == 10
+			}) {
 				t.Fatalf("max offset %d", or.Offset)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
 	"github.com/wharfmq/wharf/storage/vfs"
@@ -41,14 +42,9 @@ func (h *harness) maxOffset(topic string, q int32) int64 {
 // queues dispatch).
 func (h *harness) waitMax(topic string, q int32, want int64) {
 	h.t.Helper()
-	for deadline := h.loop.Now().Add(3 * time.Second); ; h.loop.Advance(5 * time.Millisecond) {
-		got := h.maxOffset(topic, q)
-		if got == want {
-			return
-		}
-		if h.loop.Now().After(deadline) {
-			h.t.Fatalf("max offset of %s-%d is %d, want %d", topic, q, got, want)
-		}
+	var got int64
+	if !testwait.Until(h.loop, 3*time.Second, func() bool { got = h.maxOffset(topic, q); return got == want }) {
+		h.t.Fatalf("max offset of %s-%d is %d, want %d", topic, q, got, want)
 	}
 }
 

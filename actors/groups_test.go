@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/internal/vtime"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage/vfs"
@@ -238,19 +239,15 @@ func pullAll(h *harness, topic string, q int32, from int64) []protocol.MessageEx
 	return r.Messages
 }
 
+// waitMessages pulls topic-q from offset 0 on the loop's virtual time until
+// it holds at least n messages, and returns them.
 func waitMessages(h *harness, topic string, q int32, n int, within time.Duration) []protocol.MessageExt {
 	h.t.Helper()
-	deadline := h.loop.Now().Add(within)
-	for {
-		m := pullAll(h, topic, q, 0)
-		if len(m) >= n {
-			return m
-		}
-		if h.loop.Now().After(deadline) {
-			h.t.Fatalf("%s-%d: %d messages after %v, want %d", topic, q, len(m), within, n)
-		}
-		h.loop.Advance(20 * time.Millisecond)
+	var m []protocol.MessageExt
+	if !testwait.Until(h.loop, within, func() bool { m = pullAll(h, topic, q, 0); return len(m) >= n }) {
+		h.t.Fatalf("%s-%d: %d messages after %v, want %d", topic, q, len(m), within, n)
 	}
+	return m
 }
 
 // TestDelayAndRetry: a delayed message appears at its time; a message given

@@ -13,10 +13,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -41,6 +43,10 @@ type echoHandler struct {
 	deliveries   []delivery
 	disconnected map[uint64]int
 	conns        map[uint64]actors.Conn
+	// answered counts the Reply calls that returned: the answer is then
+	// written or queued, and the server's counters include it. bigAnswered
+	// counts those to bigCode.
+	answered, bigAnswered atomic.Int64
 }
 
 func newEchoHandler() *echoHandler {
@@ -65,7 +71,18 @@ func (h *echoHandler) Deliver(in *actors.Inbound) {
 			body = make([]byte, bigSize)
 		}
 		in.Conn.Reply(actors.Response{Code: f.Code, Opaque: f.Opaque, Status: protocol.StatusOK, Remark: "echo", Fields: &protocol.RawBody{Body: body}})
+		h.answered.Add(1)
+		if f.Code == bigCode {
+			h.bigAnswered.Add(1)
+		}
 	}
+}
+
+// waitAnswered waits until n answers have been handed to the connection.
+func (h *echoHandler) waitAnswered(t *testing.T, n int64) {
+	t.Helper()
+	testwait.For(t, testwait.Wall, 5*time.Second, fmt.Sprintf("%d answers handed over", n),
+		func() bool { return h.answered.Load() >= n })
 }
 
 func (h *echoHandler) Disconnected(c actors.Conn) {
@@ -142,19 +159,10 @@ func startServer(t *testing.T, h actors.Handler, opt Options) *Server {
 // to base within a few seconds.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= base {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("goroutine leak: %d running, %d before the server started\n%s", n, base, buf)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(testwait.Wall, 3*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
+		buf := make([]byte, 1<<16)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("goroutine leak: %d running, %d before the server started\n%s", runtime.NumGoroutine(), base, buf)
 	}
 }
 
@@ -233,22 +241,11 @@ func expectClosed(t *testing.T, c net.Conn) {
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // connID finds the server-side ID of the connection that sent opaque.
 func connID(t *testing.T, h *echoHandler, opaque uint32) uint64 {
 	t.Helper()
 	var id uint64
-	waitFor(t, fmt.Sprintf("a delivery of opaque %d", opaque), 3*time.Second, func() bool {
+	testwait.For(t, testwait.Wall, 3*time.Second, fmt.Sprintf("a delivery of opaque %d", opaque), func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, d := range h.deliveries {
@@ -279,8 +276,8 @@ func TestEchoRoundTrip(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	c.Close()
-	waitFor(t, "Disconnected", 3*time.Second, func() bool { return h.totalDisconnects() == 1 })
-	waitFor(t, "ConnsOpen == 0", 3*time.Second, func() bool { return s.Stats().ConnsOpen == 0 })
+	testwait.For(t, testwait.Wall, 3*time.Second, "Disconnected", func() bool { return h.totalDisconnects() == 1 })
+	testwait.For(t, testwait.Wall, 3*time.Second, "ConnsOpen == 0", func() bool { return s.Stats().ConnsOpen == 0 })
 }
 
 func TestOnewayGetsNoResponse(t *testing.T) {
@@ -300,11 +297,20 @@ func TestFrameSplitAcrossWrites(t *testing.T) {
 	c := dial(t, s)
 	body := []byte("split across many tiny writes")
 	frame := request(protocol.CodeHeartbeat, 42, body)
-	for i := range frame {
-		if _, err := c.Write(frame[i : i+1]); err != nil {
+	hdrLen := 8 + int(binary.BigEndian.Uint32(frame[4:8]))
+	// The length prefix and the header length a byte at a time, the header
+	// and the body each cut inside. Each piece is written once the server
+	// has read all before it, so every cut is one the framing must bridge.
+	cuts := []int{1, 2, 3, 4, 5, 6, 7, 8, hdrLen - 3, hdrLen, hdrLen + 1, len(frame) - 2, len(frame)}
+	before, from := s.Stats().BytesIn, 0
+	for _, to := range cuts {
+		if _, err := c.Write(frame[from:to]); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
+		testwait.For(t, testwait.Wall, 3*time.Second, fmt.Sprintf("the server reading byte %d", to), func() bool {
+			return s.Stats().BytesIn >= before+uint64(to)
+		})
+		from = to
 	}
 	f, err := readFrame(c, 3*time.Second)
 	if err != nil || f.Opaque != 42 || !bytes.Equal(f.Body, body) {
@@ -443,12 +449,16 @@ func TestHostileClients(t *testing.T) {
 		roundTrip(t, c, 600, nil) // learn its server-side id
 		id := connID(t, h, 600)
 		frame := request(protocol.CodeHeartbeat, 601, []byte("never completed"))
+		before := s.Stats().BytesIn
 		if _, err := c.Write(frame[:len(frame)-3]); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Close once the server holds the partial frame, not before it read it.
+		testwait.For(t, testwait.Wall, 3*time.Second, "the partial frame read", func() bool {
+			return s.Stats().BytesIn >= before+uint64(len(frame)-3)
+		})
 		c.Close()
-		waitFor(t, "Disconnected", 3*time.Second, func() bool { return h.disconnects(id) == 1 })
+		testwait.For(t, testwait.Wall, 3*time.Second, "Disconnected", func() bool { return h.disconnects(id) == 1 })
 		if _, frames := h.framesOf(id); len(frames) != 1 {
 			t.Fatalf("truncated frame delivered: %d frames", len(frames))
 		}
@@ -466,7 +476,7 @@ func TestHostileClients(t *testing.T) {
 		expectRejected(t, c, 0, 0)
 	})
 
-	waitFor(t, "every hostile connection disconnected exactly once", 3*time.Second, func() bool {
+	testwait.For(t, testwait.Wall, 3*time.Second, "every hostile connection disconnected exactly once", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for id, n := range h.disconnected {
@@ -486,20 +496,27 @@ func TestSlowReaderIsShed(t *testing.T) {
 	roundTrip(t, good, 1, nil)
 
 	slow := dial(t, s)
-	// One request for 1 MiB every few milliseconds, never reading: the
-	// kernel buffers fill, then gnet's outbound buffer grows past the limit.
-	// Trickled so that each response is written before the next is queued:
-	// the shedding must come from the peer not reading, not from a burst.
+	// One request for 1 MiB at a time, never reading: the kernel buffers
+	// fill, then gnet's outbound buffer grows past the limit. Trickled, each
+	// request sent once the previous one's answer is handed to the
+	// connection, so that the shedding comes from the peer not reading, not
+	// from a burst.
 	trickleDone := make(chan struct{})
+	var sent atomic.Int64
 	go func() {
 		defer close(trickleDone)
 		deadline := time.Now().Add(8 * time.Second)
 		for i := uint32(0); i < 2000 && time.Now().Before(deadline); i++ {
 			_ = slow.SetWriteDeadline(time.Now().Add(time.Second))
+			answered := h.bigAnswered.Load()
 			if _, err := slow.Write(request(bigCode, 10_000+i, nil)); err != nil {
 				return // shed
 			}
-			time.Sleep(3 * time.Millisecond)
+			sent.Add(1)
+			shed := func() bool { return s.Stats().ClosedSlow > 0 }
+			if !testwait.Until(testwait.Wall, time.Second, func() bool { return h.bigAnswered.Load() > answered || shed() }) || shed() {
+				return
+			}
 		}
 	}()
 	defer func() { slow.Close(); <-trickleDone }()
@@ -527,7 +544,7 @@ func TestSlowReaderIsShed(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, "the slow reader shed", 8*time.Second, func() bool {
+	testwait.For(t, testwait.Wall, 8*time.Second, "the slow reader shed", func() bool {
 		return s.Stats().ClosedSlow >= 1 && h.disconnects(id) == 1
 	})
 	close(stop)
@@ -535,7 +552,7 @@ func TestSlowReaderIsShed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.Stats()
-	t.Logf("stats after shedding: %+v", st)
+	t.Logf("stats after shedding, %d requests sent: %+v", sent.Load(), st)
 	if st.ClosedSlow != 1 || st.ConnsOpen != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -590,11 +607,17 @@ func TestIdleTimeout(t *testing.T) {
 	if st := s.Stats(); st.ClosedIdle != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	// A busy connection stays open.
+	// A busy connection stays open: round trips for over three idle
+	// timeouts, and the server must not close it as idle (roundTrip fails
+	// the test on a closed connection, the count tells the cause).
 	c2 := dial(t, s)
-	for i := range uint32(10) {
-		roundTrip(t, c2, 10+i, nil)
-		time.Sleep(100 * time.Millisecond)
+	opaque := uint32(10)
+	if testwait.Until(testwait.Wall, time.Second, func() bool {
+		roundTrip(t, c2, opaque, nil)
+		opaque++
+		return s.Stats().ClosedIdle != 1
+	}) {
+		t.Fatalf("a busy connection closed as idle: stats %+v", s.Stats())
 	}
 }
 
@@ -768,15 +791,9 @@ func TestDirectWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The last answer's count lands just after its bytes (later still on
-	// a loaded machine): wait until the count holds still.
+	// a loaded machine): take it once its Reply has returned.
+	h.waitAnswered(t, 20)
 	direct0 := s.Stats().DirectWrites
-	waitFor(t, "the direct-write count to settle", 5*time.Second, func() bool {
-		time.Sleep(50 * time.Millisecond)
-		now := s.Stats().DirectWrites
-		settled := now == direct0
-		direct0 = now
-		return settled
-	})
 	big := make([]byte, 8<<20)
 	for i := range big {
 		big[i] = byte(i * 7)
@@ -784,10 +801,9 @@ func TestDirectWrites(t *testing.T) {
 	if _, err := c.Write(request(protocol.CodeSendMessage, 100, big)); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the big answer is under way (partly in the kernel, the
-	// rest with gnet), then ask again.
-	waitFor(t, "the big answer being sent", 5*time.Second, func() bool { return s.Stats().BytesOut > 20*4 })
-	time.Sleep(50 * time.Millisecond)
+	// Wait until the big answer is under way (its Reply returned: partly
+	// in the kernel, the rest queued for the loop), then ask again.
+	h.waitAnswered(t, 21)
 	if _, err := c.Write(request(protocol.CodeSendMessage, 101, []byte("after"))); err != nil {
 		t.Fatal(err)
 	}

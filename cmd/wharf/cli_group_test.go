@@ -9,6 +9,7 @@ import (
 
 	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -39,9 +40,9 @@ func TestCLIGroupListDescribe(t *testing.T) {
 			lastJSON(t, out, &reports[i])
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m := b.GroupMembers("G")
+	var m map[string][]protocol.QueueRef
+	if !testwait.Until(testwait.Wall, 5*time.Second, func() bool {
+		m = b.GroupMembers("G")
 		n := 0
 		for _, refs := range m {
 			for _, r := range refs {
@@ -50,13 +51,9 @@ func TestCLIGroupListDescribe(t *testing.T) {
 				}
 			}
 		}
-		if len(m) == 2 && n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members %v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(m) == 2 && n == 4
+	}) {
+		t.Fatalf("members %v", m)
 	}
 	p, err := client.NewProducer(b.Addr())
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -30,6 +31,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+// Len is how many bytes were written, without copying them.
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
 }
 
 func (s *syncBuffer) String() string {
@@ -244,9 +252,8 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	go func() {
-		for b.Total("T") < 200 { // messages, however they were batched
-			time.Sleep(5 * time.Millisecond)
-		}
+		// 200 messages, however they were batched.
+		testwait.Until(testwait.Wall, 15*time.Second, func() bool { return b.Total("T") >= 200 })
 		b.Stop()
 	}()
 	start := time.Now()
@@ -285,10 +292,8 @@ func TestConsumeStopsWhenBrokerGoes(t *testing.T) {
 	b := clienttest.NewBroker(t)
 	b.CreateTopic("T", 2)
 	go func() {
-		for b.Count(protocol.CodePullMessage) < 2 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond)
+		// Consuming: the pulls of both queues have reached the broker.
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return b.Count(protocol.CodePullMessage) >= 2 })
 		b.Stop()
 	}()
 	start := time.Now()
@@ -310,10 +315,9 @@ func TestProduceInterrupted(t *testing.T) {
 	b := clienttest.NewBroker(t)
 	b.CreateTopic("T", 1)
 	go func() {
-		for b.Total("T") < 100 { // messages, however they were batched
-			time.Sleep(5 * time.Millisecond)
-		}
-		// produce has its signal handler installed by now.
+		// 100 messages, however they were batched: produce has its signal
+		// handler installed by now.
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return b.Total("T") >= 100 })
 		syscall.Kill(os.Getpid(), syscall.SIGINT)
 	}()
 	start := time.Now()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 )
 
 // TestE2EDeleteTopicForgetsMessages: `wharf topic delete` takes the
@@ -111,8 +112,7 @@ func TestE2EDeleteTopicReachesSlave(t *testing.T) {
 	}
 	haWaitCaughtUp(t, m, s, 30*time.Second)
 	// keys pulls queues 0 and 1 from 0 on b.
-	keys := func(b *e2eBroker) []string {
-		pc := e2ePuller(t, b.addr, "probe")
+	keys := func(pc *client.PullConsumer) []string {
 		var out []string
 		for q := int32(0); q < 2; q++ {
 			res, err := pc.Pull(ctx, topic, q, 0, 64, client.PullOptions{})
@@ -128,12 +128,10 @@ func TestE2EDeleteTopicReachesSlave(t *testing.T) {
 	want := "[new-0 new-1 new-2]"
 	wait := func(what string, b *e2eBroker) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for got := keys(b); fmt.Sprint(got) != want; got = keys(b) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: pulls from 0 see %v, want %s", what, got, want)
-			}
-			time.Sleep(200 * time.Millisecond)
+		pc := e2ePuller(t, b.addr, "probe")
+		var got []string
+		if !testwait.Until(testwait.Wall, 20*time.Second, func() bool { got = keys(pc); return fmt.Sprint(got) == want }) {
+			t.Fatalf("%s: pulls from 0 see %v, want %s", what, got, want)
 		}
 	}
 	wait("the master", m)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -50,15 +51,6 @@ func e2eMember(t *testing.T, addr, group, topic, id string, h client.Handler, op
 		t.Fatalf("consumer %s: start: %v", id, err)
 	}
 	return c
-}
-
-func e2eWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
 }
 
 func e2eTopicQueues(refs []protocol.QueueRef, topic string) []int32 {
@@ -151,7 +143,7 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	for _, id := range []string{"m1", "m2", "m3"} {
 		cs = append(cs, e2eMember(t, b.addr, "G", "GT", id, d.handler(t, id)))
 	}
-	e2eWait(t, 5*time.Second, "the 3 members to hold all 8 queues, each some", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "the 3 members to hold all 8 queues, each some", func() bool {
 		seen := map[int32]bool{}
 		for _, c := range cs {
 			qs := e2eTopicQueues(c.Assignment(), "GT")
@@ -168,8 +160,9 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 		return len(seen) == 8
 	})
 	keys := e2eSendKeys(t, p, "GT", "a", 800)
-	e2eWait(t, 10*time.Second, "800 messages consumed", func() bool { return d.has(keys) })
-	time.Sleep(300 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 10*time.Second, "800 messages consumed", func() bool { return d.has(keys) })
+	// Room for a second delivery to show up (the wait ends early if one does).
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return len(d.dups()) > 0 })
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("steady state: delivered more than once: %v", dups)
 	}
@@ -181,35 +174,43 @@ func TestE2EGroupSharesAndHandsOver(t *testing.T) {
 	}
 	d.mu.Unlock()
 
-	// Stop m3 while messages keep coming.
-	var more []string
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		for i := range 600 {
-			key := "b" + strconv.Itoa(i)
-			if _, err := p.Send(ctx, &protocol.Message{Topic: "GT", Body: e2eBody(key)}); err != nil {
-				t.Errorf("send %s: %v", key, err)
-				return
-			}
-			more = append(more, key)
-			if i%100 == 99 {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	time.Sleep(200 * time.Millisecond)
+	// Stop m3 while messages keep coming: sent before it stops, while its
+	// queues move (from a goroutine, until the move is seen) and after.
+	more := e2eSendKeys(t, p, "GT", "b", 200)
 	moved := time.Now()
 	if err := cs[2].Close(); err != nil {
 		t.Errorf("close m3: %v", err)
 	}
-	e2eWait(t, 5*time.Second, "m1 and m2 to hold all 8 queues", func() bool {
+	handedOver := make(chan struct{})
+	during := make(chan []string, 1)
+	go func() {
+		var keys []string
+		defer func() { during <- keys }()
+		for i := 0; ; i++ {
+			select {
+			case <-handedOver:
+				return
+			default:
+			}
+			key := "c" + strconv.Itoa(i)
+			if _, err := p.Send(ctx, &protocol.Message{Topic: "GT", Body: e2eBody(key)}); err != nil {
+				t.Errorf("send %s: %v", key, err)
+				return
+			}
+			keys = append(keys, key)
+		}
+	}()
+	testwait.For(t, testwait.Wall, 5*time.Second, "m1 and m2 to hold all 8 queues", func() bool {
 		return len(e2eTopicQueues(cs[0].Assignment(), "GT"))+len(e2eTopicQueues(cs[1].Assignment(), "GT")) == 8
 	})
 	t.Logf("queues moved %v after m3 closed", time.Since(moved).Round(time.Millisecond))
-	<-sent
-	e2eWait(t, 10*time.Second, "every message after the handover consumed", func() bool { return d.has(more) })
-	time.Sleep(300 * time.Millisecond)
+	close(handedOver)
+	c := <-during
+	t.Logf("%d messages sent while the queues moved", len(c))
+	more = append(more, c...)
+	more = append(more, e2eSendKeys(t, p, "GT", "d", 200)...)
+	testwait.For(t, testwait.Wall, 10*time.Second, "every message after the handover consumed", func() bool { return d.has(more) })
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return len(d.dups()) > 0 })
 	if dups := d.dups(); len(dups) > 0 {
 		t.Errorf("delivered more than once across the handover: %v", dups)
 	}
@@ -231,11 +232,11 @@ func TestE2EGroupBroadcasting(t *testing.T) {
 	d1, d2 := newE2EDeliveries(), newE2EDeliveries()
 	c1 := e2eMember(t, b.addr, "BG", "BT", "b1", d1.handler(t, "b1"), client.WithMessageModel(client.Broadcasting))
 	c2 := e2eMember(t, b.addr, "BG", "BT", "b2", d2.handler(t, "b2"), client.WithMessageModel(client.Broadcasting))
-	e2eWait(t, 5*time.Second, "both members to hold the 4 queues", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "both members to hold the 4 queues", func() bool {
 		return len(e2eTopicQueues(c1.Assignment(), "BT")) == 4 && len(e2eTopicQueues(c2.Assignment(), "BT")) == 4
 	})
 	keys := e2eSendKeys(t, e2eProducer(t, b.addr), "BT", "x", 200)
-	e2eWait(t, 10*time.Second, "each member to get the 200 messages", func() bool { return d1.has(keys) && d2.has(keys) })
+	testwait.For(t, testwait.Wall, 10*time.Second, "each member to get the 200 messages", func() bool { return d1.has(keys) && d2.has(keys) })
 	for i, d := range []*e2eDeliveries{d1, d2} {
 		if dups := d.dups(); len(dups) > 0 {
 			t.Errorf("member %d: duplicates %v", i+1, dups)
@@ -243,7 +244,7 @@ func TestE2EGroupBroadcasting(t *testing.T) {
 	}
 	// Offsets are the members' own.
 	a := e2eAdmin(t, b.addr)
-	e2eWait(t, 5*time.Second, "per-member offsets committed", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "per-member offsets committed", func() bool {
 		for _, g := range []string{"BG#b1", "BG#b2"} {
 			sum := int64(0)
 			for q := int32(0); q < 4; q++ {
@@ -301,7 +302,7 @@ func TestE2EGroupRedeliveryAndDLQ(t *testing.T) {
 	}
 	dlq := e2ePuller(t, b.addr, "dlq-reader")
 	var dead []protocol.MessageExt
-	e2eWait(t, 20*time.Second, "the failing message in the dead-letter topic", func() bool {
+	testwait.For(t, testwait.Wall, 20*time.Second, "the failing message in the dead-letter topic", func() bool {
 		res, err := dlq.Pull(ctx, protocol.DLQTopic("RG"), 0, 0, 10, client.PullOptions{})
 		if err != nil || res.Status != protocol.PullFound {
 			return false
@@ -369,14 +370,24 @@ func TestE2EGroupAckTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e2eWait(t, 10*time.Second, "the slow message redelivered and the offset past it", func() bool {
+	testwait.For(t, testwait.Wall, 10*time.Second, "the slow message redelivered and the offset past it", func() bool {
 		mu.Lock()
 		n := len(seen["slow"])
 		mu.Unlock()
 		off, err := a.QueryConsumerOffset(ctx, "AG", "AT", 0)
 		return n >= 2 && err == nil && off == 6
 	})
-	time.Sleep(300 * time.Millisecond)
+	// Room for a further delivery to show up (the wait ends early if one
+	// does): the slow message twice and the others once are 7.
+	testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range seen {
+			n += len(r)
+		}
+		return n > 7
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if got := seen["slow"]; !slices.Equal(got, []int32{0, 1}) {
@@ -409,7 +420,6 @@ func TestE2EGroupOrderly(t *testing.T) {
 	handler := func(who string) client.Handler {
 		return func(_ context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
 			m := msgs[0]
-			time.Sleep(2 * time.Millisecond)
 			mu.Lock()
 			defer mu.Unlock()
 			body := string(m.Body)
@@ -424,26 +434,18 @@ func TestE2EGroupOrderly(t *testing.T) {
 		}
 	}
 	c1 := e2eMember(t, b.addr, "OG", "OT", "o1", handler("o1"), client.WithConsumeOrderly(true))
-	e2eWait(t, 5*time.Second, "o1 to hold the 4 queues", func() bool { return len(e2eTopicQueues(c1.Assignment(), "OT")) == 4 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "o1 to hold the 4 queues", func() bool { return len(e2eTopicQueues(c1.Assignment(), "OT")) == 4 })
 	p := e2eProducer(t, b.addr)
 	const n = 400
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range n {
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
 			if _, err := p.Send(ctx, &protocol.Message{Topic: "OT", Body: []byte("o" + strconv.Itoa(i))}, client.ToQueue(int32(i%4))); err != nil {
 				t.Errorf("send: %v", err)
 				return
 			}
-			if i == n/3 {
-				time.Sleep(100 * time.Millisecond)
-			}
 		}
-	}()
-	time.Sleep(300 * time.Millisecond)
-	c2 := e2eMember(t, b.addr, "OG", "OT", "o2", handler("o2"), client.WithConsumeOrderly(true))
-	<-done
-	e2eWait(t, 15*time.Second, "every message consumed", func() bool {
+	}
+	consumed := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		ok := 0
@@ -452,8 +454,21 @@ func TestE2EGroupOrderly(t *testing.T) {
 				ok++
 			}
 		}
-		return ok >= n
-	})
+		return ok
+	}
+	// o2 joins mid-run: o1 has consumed some of the first half (each
+	// queue's failing messages, retried in place, hold the rest back), and
+	// the second half is sent meanwhile.
+	send(0, n/2)
+	testwait.For(t, testwait.Wall, 10*time.Second, "o1 consuming", func() bool { return consumed() >= n/8 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		send(n/2, n)
+	}()
+	c2 := e2eMember(t, b.addr, "OG", "OT", "o2", handler("o2"), client.WithConsumeOrderly(true))
+	<-done
+	testwait.For(t, testwait.Wall, 15*time.Second, "every message consumed", func() bool { return consumed() >= n })
 	if len(e2eTopicQueues(c2.Assignment(), "OT")) == 0 {
 		t.Errorf("o2 got no queue")
 	}
@@ -528,7 +543,7 @@ func TestE2EDelayAndDeliverAtSurviveRestart(t *testing.T) {
 		}
 		return client.ConsumeSuccess
 	})
-	e2eWait(t, 15*time.Second, "every delayed message", func() bool {
+	testwait.For(t, testwait.Wall, 15*time.Second, "every delayed message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == len(due)
@@ -574,7 +589,7 @@ func TestE2EGroupCLI(t *testing.T) {
 		runs = append(runs, r)
 	}
 	a := e2eAdmin(t, b.addr)
-	e2eWait(t, 10*time.Second, "two members holding the 4 queues", func() bool {
+	testwait.For(t, testwait.Wall, 10*time.Second, "two members holding the 4 queues", func() bool {
 		d, err := a.DescribeGroup(ctx, "CG")
 		if err != nil || len(d.Members) != 2 {
 			return false

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -75,26 +76,22 @@ func haInfo(addr string) (protocol.BrokerRuntimeInfo, error) {
 // returns that offset.
 func haWaitCaughtUp(t *testing.T, m, s *e2eBroker, d time.Duration) int64 {
 	t.Helper()
-	deadline := time.Now().Add(d)
 	var mi, si protocol.BrokerRuntimeInfo
 	var err error
-	for {
+	if !testwait.Until(testwait.Wall, d, func() bool {
 		m.mustBeAlive("waiting for the slave to catch up")
 		s.mustBeAlive("waiting for the slave to catch up")
 		mi, err = haInfo(m.addr)
 		if err == nil {
 			si, err = haInfo(s.addr)
 		}
-		if err == nil && len(mi.Slaves) == 1 && mi.Slaves[0].InSync && mi.Slaves[0].LagBytes == 0 &&
-			si.CommitLogMaxOffset == mi.CommitLogMaxOffset && mi.Slaves[0].AckedOffset == mi.CommitLogMaxOffset {
-			return mi.CommitLogMaxOffset
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slave did not catch up within %v: err %v\nmaster: max %d slaves %+v\nslave: max %d status %q master max %d",
-				d, err, mi.CommitLogMaxOffset, mi.Slaves, si.CommitLogMaxOffset, si.HAStatus, si.MasterMaxOffset)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && len(mi.Slaves) == 1 && mi.Slaves[0].InSync && mi.Slaves[0].LagBytes == 0 &&
+			si.CommitLogMaxOffset == mi.CommitLogMaxOffset && mi.Slaves[0].AckedOffset == mi.CommitLogMaxOffset
+	}) {
+		t.Fatalf("the slave did not catch up within %v: err %v\nmaster: max %d slaves %+v\nslave: max %d status %q master max %d",
+			d, err, mi.CommitLogMaxOffset, mi.Slaves, si.CommitLogMaxOffset, si.HAStatus, si.MasterMaxOffset)
 	}
+	return mi.CommitLogMaxOffset
 }
 
 // haWaitTopic waits until the broker lists topic (a slave gets topics from
@@ -102,18 +99,14 @@ func haWaitCaughtUp(t *testing.T, m, s *e2eBroker, d time.Duration) int64 {
 func haWaitTopic(t *testing.T, addr, topic string, d time.Duration) {
 	t.Helper()
 	a := e2eAdmin(t, addr)
-	deadline := time.Now().Add(d)
-	for {
+	var err error
+	if !testwait.Until(testwait.Wall, d, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := a.GetTopic(ctx, topic)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not on %s within %v: %v", topic, addr, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		_, err = a.GetTopic(ctx, topic)
+		return err == nil
+	}) {
+		t.Fatalf("topic %s not on %s within %v: %v", topic, addr, d, err)
 	}
 }
 
@@ -282,11 +275,22 @@ func startHALoad(t *testing.T, addr, topic, prefix string, acked map[string]bool
 	return l
 }
 
+// failures counts the sends that did not succeed.
+func (l *haLoad) failures() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, v := range l.other {
+		n += v
+	}
+	return n
+}
+
 // stop ends the load and waits for its senders.
 func (l *haLoad) stop(t *testing.T) {
 	t.Helper()
 	l.cancel()
-	if !waitGroupTimeout(&l.wg, 10*time.Second) {
+	if !testwait.Chan(wgDone(&l.wg), 10*time.Second) {
 		t.Fatal("load senders did not stop")
 	}
 	l.p.Close()
@@ -345,18 +349,22 @@ func haConsumeAll(t *testing.T, masterAddr, slaveAddr, topic, group string, want
 		}
 		return n, example
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Until(testwait.Wall, 15*time.Second, func() bool { n, _ := missing(); return n == 0 }) {
 		n, example := missing()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acknowledged messages not consumable from the slave (e.g. %s)", n, example)
-		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("%d acknowledged messages not consumable from the slave (e.g. %s)", n, example)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Room for a second delivery to show up (the wait ends early if one
+	// does, and the count below fails the test).
+	testwait.Until(testwait.Wall, 100*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range seen {
+			if n > 1 {
+				return true
+			}
+		}
+		return false
+	})
 	if err := c.Close(); err != nil {
 		t.Errorf("consumer close: %v", err)
 	}
@@ -377,11 +385,14 @@ func haConsumeAll(t *testing.T, masterAddr, slaveAddr, topic, group string, want
 
 // haConsumeCLI consumes the topic with `wharf consume --broker master
 // --slave slave` and checks every key of want is printed with the length of
-// its body.
+// its body. It takes the idle exit (3 s) and a few seconds more: the
+// master's restart after it then falls before the slave's third retry
+// (1, 3, 7 s after the kill) rather than just after it (the next is at
+// 15 s).
 func haConsumeCLI(t *testing.T, masterAddr, slaveAddr, topic, group string, want map[string]bool) int {
 	t.Helper()
 	out, errOut, code := haRun(t, 30*time.Second, "consume", "--broker", masterAddr, "--slave", slaveAddr,
-		"--topic", topic, "--group", group, "--print", "--json", "--idle-exit", "5s", "--broker-wait", "10s",
+		"--topic", topic, "--group", group, "--print", "--json", "--idle-exit", "3s", "--broker-wait", "10s",
 		"--suspend", "500ms", "--pull-batch", "256")
 	if code != 0 {
 		t.Fatalf("wharf consume --slave exited %d\nstderr:\n%s", code, errOut)
@@ -436,10 +447,19 @@ func TestE2EHAKillMasterRounds(t *testing.T) {
 	acked := map[string]bool{}
 	for round := 1; round <= 3; round++ {
 		load := startHALoad(t, m.addr, topic, fmt.Sprintf("r%d", round), acked)
-		wait := time.Duration(300+rng.IntN(400)) * time.Millisecond
-		time.Sleep(wait)
+		// Kill at a random point of the load: after 500-5,000
+		// acknowledgements, or 300-700 ms on a machine too loaded to get
+		// there.
+		target := int64(500 + rng.IntN(4500))
+		bound := time.Duration(300+rng.IntN(400)) * time.Millisecond
+		loadStart := time.Now()
+		testwait.Until(testwait.Wall, bound, func() bool { return load.okN.Load() >= target })
+		wait := time.Since(loadStart).Round(time.Millisecond)
 		m.kill()
-		time.Sleep(50 * time.Millisecond)
+		// Let the senders see the master gone before they are stopped: a
+		// failed send per sender (those in flight fail at once).
+		failed := load.failures()
+		testwait.Until(testwait.Wall, time.Second, func() bool { return load.failures() >= failed+6 })
 		load.stop(t)
 		if load.okN.Load() == 0 {
 			t.Fatalf("round %d: nothing acknowledged in %v (other outcomes %v)", round, wait, load.other)
@@ -478,16 +498,33 @@ func TestE2EHASlaveRestartAndLateJoin(t *testing.T) {
 
 	acked := map[string]bool{}
 	load := startHALoad(t, m.addr, topic, "a", acked)
-	time.Sleep(700 * time.Millisecond)
+	// The load's progress is the master's log end: a segment (1 MiB) before
+	// the slave is killed, one while it is down, one after its restart, with
+	// the restarted slave acknowledging bytes written while it was down.
+	ma := e2eAdmin(t, m.addr)
+	var mi protocol.BrokerRuntimeInfo
+	grown := func(what string, from int64, cond func() bool) int64 {
+		t.Helper()
+		testwait.For(t, testwait.Wall, 20*time.Second, what, func() bool {
+			var err error
+			mi, err = ma.RuntimeInfo(ctx)
+			return err == nil && mi.CommitLogMaxOffset >= from+1<<20 && cond()
+		})
+		return mi.CommitLogMaxOffset
+	}
+	always := func() bool { return true }
+	end := grown("a segment written before the slave's kill", 0, always)
 	s.kill() // mid-load
-	time.Sleep(500 * time.Millisecond)
+	end = grown("a segment written while the slave is down", end, always)
 	s = s.restart()
-	time.Sleep(700 * time.Millisecond)
+	grown("a segment written after the slave's restart, to it too", end, func() bool {
+		return len(mi.Slaves) == 1 && mi.Slaves[0].AckedOffset > end
+	})
 	load.stop(t)
 	if len(load.other) > 0 {
 		t.Errorf("ASYNC_MASTER sends failed while the slave was down: %v", load.other)
 	}
-	end := haWaitCaughtUp(t, m, s, 20*time.Second)
+	end = haWaitCaughtUp(t, m, s, 20*time.Second)
 	if end < 3<<20 {
 		t.Errorf("the load wrote only %d bytes: want several 1 MiB segments", end)
 	}
@@ -581,7 +618,7 @@ func TestE2EHASyncMasterWithoutSlave(t *testing.T) {
 			}
 		}()
 	}
-	if !waitGroupTimeout(&wg, 30*time.Second) {
+	if !testwait.Chan(wgDone(&wg), 30*time.Second) {
 		t.Fatal("sends did not finish")
 	}
 	t.Logf("200 sends without a slave: %v", outcomes)
@@ -648,10 +685,10 @@ func TestE2EHASlaveOffsetsSurvive(t *testing.T) {
 	m = m.restart()
 	haWaitCaughtUp(t, m, s, 20*time.Second)
 	ma := e2eAdmin(t, m.addr)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var got []int64
+	if !testwait.Until(testwait.Wall, 15*time.Second, func() bool {
 		ok := true
-		var got []int64
+		got = got[:0]
 		for q := range int32(2) {
 			off, err := ma.QueryConsumerOffset(ctx, group, topic, q)
 			got = append(got, off)
@@ -659,15 +696,11 @@ func TestE2EHASlaveOffsetsSurvive(t *testing.T) {
 				ok = false
 			}
 		}
-		if ok {
-			t.Logf("master offsets after its return: %v", got)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("master offsets %v, want at least %v (committed on the slave)", got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ok
+	}) {
+		t.Fatalf("master offsets %v, want at least %v (committed on the slave)", got, want)
 	}
+	t.Logf("master offsets after its return: %v", got)
 }
 
 // TestE2EHADivergedSlaveRefused: a slave whose log is not a prefix of its
@@ -715,17 +748,12 @@ func TestE2EHADivergedSlaveRefused(t *testing.T) {
 	for _, tc := range cases {
 		s := startHASlave(t, sdir, tc.port)
 		var info protocol.BrokerRuntimeInfo
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var err error
+		var err error
+		if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
 			info, err = haInfo(s.addr)
-			if err == nil && strings.Contains(info.HAStatus, "refused") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("slave not refused by the master on port %d: status %q, %v", tc.port, info.HAStatus, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return err == nil && strings.Contains(info.HAStatus, "refused")
+		}) {
+			t.Fatalf("slave not refused by the master on port %d: status %q, %v", tc.port, info.HAStatus, err)
 		}
 		if !strings.Contains(info.HAStatus, tc.reason) || !strings.Contains(info.HAStatus, "diverged") {
 			t.Errorf("refusal %q lacks %q / \"diverged\"", info.HAStatus, tc.reason)
@@ -741,7 +769,15 @@ func TestE2EHADivergedSlaveRefused(t *testing.T) {
 		if mi, err := haInfo(tc.master.addr); err != nil || len(mi.Slaves) != 0 {
 			t.Errorf("master on port %d lists slaves %+v, %v after refusing", tc.port, mi.Slaves, err)
 		}
-		time.Sleep(1500 * time.Millisecond) // it must not retry and change anything
+		// It must not retry: its first retry would dial the master again
+		// 1 s after the refusal (and log it). The wait ends early if it
+		// does.
+		const dialed = `msg="connected to master"`
+		if n := strings.Count(s.log(), dialed); testwait.Until(testwait.Wall, 1500*time.Millisecond, func() bool {
+			return strings.Count(s.log(), dialed) > n
+		}) {
+			t.Errorf("the refused slave connected to the master again")
+		}
 		if !strings.Contains(s.log(), "refused") {
 			t.Errorf("slave log does not mention the refusal:\n%s", s.log())
 		}

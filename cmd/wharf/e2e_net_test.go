@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -39,7 +40,11 @@ func TestE2ELongPolling(t *testing.T) {
 		res, err := pc.Pull(ctx, topic, 1, 0, 32, client.PullOptions{Suspend: suspend})
 		got <- pulled{PullOrErr{res, err}, time.Now()}
 	}()
-	time.Sleep(300 * time.Millisecond) // the pull is held at the broker
+	// The pull is held at the broker: it must not come back before a
+	// message does (and the send below comes after it reached the broker).
+	if testwait.Chan(got, 300*time.Millisecond) {
+		t.Fatal("a pull on an empty queue came back at once: not held")
+	}
 	sendAt := time.Now()
 	if _, err := p.Send(ctx, e2eMessage(topic, "lp-1"), client.ToQueue(1)); err != nil {
 		t.Fatal(err)
@@ -351,16 +356,13 @@ func TestE2EHostileClients(t *testing.T) {
 		}
 		// The query needs the index: wait for it.
 		a := e2eAdmin(t, b.addr)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			msgs, err := a.QueryByKey(ctx, topic, "big", time.Time{}, time.Time{}, 4)
-			if err == nil && len(msgs) == 4 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("query by key found %d of 4 messages (%v)", len(msgs), err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var msgs []protocol.MessageExt
+		var err error
+		if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
+			msgs, err = a.QueryByKey(ctx, topic, "big", time.Time{}, time.Time{}, 4)
+			return err == nil && len(msgs) == 4
+		}) {
+			t.Fatalf("query by key found %d of 4 messages (%v)", len(msgs), err)
 		}
 
 		// Two non-readers at once, each sending 1,000 pulls and queries
@@ -450,11 +452,11 @@ func TestE2EHostileClients(t *testing.T) {
 	}
 }
 
-// e2eNonReader writes up to n pull and query requests to c (each answered
-// with about 800 KB) without ever reading, then a heartbeat every 20 ms,
-// until the broker logs that it cut c off as a slow reader; then it reads
-// to check that the connection was really closed. It fails if either takes
-// longer than d.
+// e2eNonReader writes n pull and query requests to c (each answered with
+// about 800 KB) without ever reading, then a heartbeat every poll interval
+// (10 ms), until the broker logs that it cut c off as a slow reader;
+// then it reads to check that the connection was really closed. It fails
+// if either takes longer than d.
 func e2eNonReader(b *e2eBroker, c net.Conn, topic string, id, n int, d time.Duration) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4096) // fill up early
@@ -472,25 +474,10 @@ func e2eNonReader(b *e2eBroker, c net.Conn, topic string, id, n int, d time.Dura
 	var buf []byte
 	deadline := time.Now().Add(d)
 	sent := 0
-	for i := 0; ; i++ {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("non-reader %d (%s): not cut off after %v and %d requests it never read", id, c.LocalAddr(), d, sent)
-		}
-		if i >= n && i%10 == 0 && isCutOff() {
-			break
-		}
-		var req protocol.Request = &protocol.HeartbeatRequest{ClientID: "non-reader"}
-		switch {
-		case i >= n:
-			time.Sleep(20 * time.Millisecond)
-		case (i+id)%2 == 0:
-			req = &protocol.PullRequest{ConsumerGroup: "nr", Topic: topic, QueueID: 1, QueueOffset: 0, MaxMsgNums: 4}
-		default:
-			req = &protocol.QueryMessageRequest{Topic: topic, Key: "big", MaxNum: 4, EndTimestamp: time.Now().Add(time.Hour).UnixMilli()}
-		}
-		var err error
+	// write sends request i; reset reports that the broker reset c.
+	write := func(i int, req protocol.Request) (reset bool, err error) {
 		if buf, err = protocol.AppendRequest(buf[:0], uint32(i), 0, req); err != nil {
-			return err
+			return false, err
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		if _, err := c.Write(buf); err == nil {
@@ -499,11 +486,44 @@ func e2eNonReader(b *e2eBroker, c net.Conn, topic string, id, n int, d time.Dura
 			// Reset: cut off. (A full send buffer times out: keep going.)
 			// The broker closes the connection before it logs why, so
 			// the line may come a moment after the reset.
-			if !waitFor(5*time.Second, isCutOff) {
-				return fmt.Errorf("non-reader %d: write failed (%v) but the broker did not log a slow-reader disconnect", id, err)
+			if !testwait.Until(testwait.Wall, 5*time.Second, isCutOff) {
+				return true, fmt.Errorf("non-reader %d: write failed (%v) but the broker did not log a slow-reader disconnect", id, err)
 			}
-			return nil
+			return true, nil
 		}
+		return false, nil
+	}
+	for i := 0; i < n; i++ {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("non-reader %d (%s): not cut off after %v and %d requests it never read", id, c.LocalAddr(), d, sent)
+		}
+		var req protocol.Request = &protocol.PullRequest{ConsumerGroup: "nr", Topic: topic, QueueID: 1, QueueOffset: 0, MaxMsgNums: 4}
+		if (i+id)%2 != 0 {
+			req = &protocol.QueryMessageRequest{Topic: topic, Key: "big", MaxNum: 4, EndTimestamp: time.Now().Add(time.Hour).UnixMilli()}
+		}
+		if reset, err := write(i, req); reset || err != nil {
+			return err
+		}
+	}
+	// The log is read every 20th poll, as before (every 10th heartbeat of
+	// 20 ms): a peer that only reads after the cut-off may not see the
+	// close for many seconds (its heartbeats bring the reset), and the read
+	// below is then the rarer path.
+	var reset bool
+	var werr error
+	i := n
+	if !testwait.Until(testwait.Wall, time.Until(deadline), func() bool {
+		if (i-n)%20 == 0 && isCutOff() {
+			return true
+		}
+		reset, werr = write(i, &protocol.HeartbeatRequest{ClientID: "non-reader"})
+		i++
+		return reset || werr != nil
+	}) {
+		return fmt.Errorf("non-reader %d (%s): not cut off after %v and %d requests it never read", id, c.LocalAddr(), d, sent)
+	}
+	if reset || werr != nil {
+		return werr
 	}
 	// Now read: what the broker queued before closing, then EOF or reset.
 	if _, closed := e2eReadToClose(c, time.Until(deadline)+5*time.Second); !closed {

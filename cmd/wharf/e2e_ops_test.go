@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -133,11 +134,10 @@ func TestE2ETopicsTagsQueriesOffsets(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for n.Load() < 80 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond) // anything that should not come
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return n.Load() >= 80 })
+		// Room for anything that should not come (the wait ends early if
+		// it does, and the count below fails the test).
+		testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return n.Load() > 80 })
 		c.Close()
 		mu.Lock()
 		defer mu.Unlock()
@@ -182,16 +182,13 @@ func TestE2ETopicsTagsQueriesOffsets(t *testing.T) {
 	t.Run("query by key and message id", func(t *testing.T) {
 		// The index is built asynchronously: poll.
 		var msgs []protocol.MessageExt
-		deadline := time.Now().Add(10 * time.Second)
-		for len(msgs) == 0 && time.Now().Before(deadline) {
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool {
 			var err error
 			if msgs, err = a.QueryByKey(ctx, tagged, lastKey, time.Time{}, time.Time{}, 8); err != nil {
 				t.Fatal(err)
 			}
-			if len(msgs) == 0 {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+			return len(msgs) != 0
+		})
 		if len(msgs) != 1 {
 			t.Fatalf("query by key %s: %d messages, want 1", lastKey, len(msgs))
 		}
@@ -243,10 +240,7 @@ func TestE2ETopicsTagsQueriesOffsets(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for n.Load() < 160 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return n.Load() >= 160 })
 		if err := c.Close(); err != nil {
 			t.Fatalf("push consumer close (commits): %v", err)
 		}
@@ -330,7 +324,9 @@ func TestE2ETopicsTagsQueriesOffsets(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("resumed consumer got nothing")
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Room for an old message to come again (the wait ends early if
+		// one does).
+		testwait.Until(testwait.Wall, 300*time.Millisecond, func() bool { return len(got) != 0 })
 		if len(got) != 0 {
 			t.Fatalf("resumed consumer got %d old messages again", len(got))
 		}
@@ -444,14 +440,10 @@ func TestE2ECLI(t *testing.T) {
 
 	// Query by key (the index is asynchronous: retry a little).
 	var qr map[string]any
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(testwait.Wall, 10*time.Second, func() bool {
 		out, errOut, code = e2eRun(t, 30*time.Second, "query", "--broker", b.addr, "--topic", "cli", "--key", "ck-4321", "--json", "--body")
-		if code == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == 0
+	})
 	if code != 0 {
 		t.Fatalf("query --key: exit %d\n%s%s", code, out, errOut)
 	}
@@ -491,14 +483,16 @@ func TestE2ECLI(t *testing.T) {
 		code        int
 		took        time.Duration
 	}
-	run := func(args ...string) chan result {
-		ch := make(chan result, 1)
+	// run starts the command; stdout is its output so far.
+	run := func(args ...string) (ch chan result, stdout *syncBuffer) {
+		ch, stdout = make(chan result, 1), &syncBuffer{}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, e2eBinary(t), args...)
-			var o, e strings.Builder
-			cmd.Stdout, cmd.Stderr = &o, &e
+			var e strings.Builder
+			o := stdout
+			cmd.Stdout, cmd.Stderr = o, &e
 			start := time.Now()
 			err := cmd.Run()
 			code := 0
@@ -510,12 +504,18 @@ func TestE2ECLI(t *testing.T) {
 			}
 			ch <- result{o.String(), e.String(), code, time.Since(start)}
 		}()
-		return ch
+		return ch, stdout
 	}
-	prod := run("produce", "--broker", b.addr, "--topic", "dying", "--count", "100000000", "--inflight", "8", "--json")
-	time.Sleep(700 * time.Millisecond)
-	cons := run("consume", "--broker", b.addr, "--topic", "dying", "--group", "dying-g", "--json")
-	time.Sleep(500 * time.Millisecond)
+	prod, _ := run("produce", "--broker", b.addr, "--topic", "dying", "--count", "100000000", "--inflight", "8", "--json")
+	// Kill once both are under way: produce's messages stored, consume
+	// printing what it received.
+	admin := e2eAdmin(t, b.addr)
+	testwait.For(t, testwait.Wall, 10*time.Second, "produce's messages stored", func() bool {
+		n, err := admin.GetMaxOffset(e2eCtx(t, 5*time.Second), "dying", 0)
+		return err == nil && n > 0
+	})
+	cons, consOut := run("consume", "--broker", b.addr, "--topic", "dying", "--group", "dying-g", "--print", "--json")
+	testwait.For(t, testwait.Wall, 10*time.Second, "consume receiving", func() bool { return consOut.Len() > 0 })
 	killedAt := time.Now()
 	b.kill()
 	for name, ch := range map[string]chan result{"produce": prod, "consume": cons} {
@@ -579,10 +579,14 @@ func TestE2EGracefulShutdown(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(400 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 10*time.Second, "sends acknowledged before the stop", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 500
+	})
 	code, took := b.stop(syscall.SIGTERM, 15*time.Second)
 	stopLoad()
-	if !waitGroupTimeout(&wg, 10*time.Second) {
+	if !testwait.Chan(wgDone(&wg), 10*time.Second) {
 		t.Fatal("producers did not stop")
 	}
 	p.Close()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -118,7 +119,7 @@ func (rc *roleConsumer) waitAll(t *testing.T, what string, want map[string]roleS
 		}
 		return n, example
 	}
-	if !waitFor(d, func() bool { n, _ := missing(); return n == 0 }) {
+	if !testwait.Until(testwait.Wall, d, func() bool { n, _ := missing(); return n == 0 }) {
 		n, example := missing()
 		t.Fatalf("%s: the consumer lacks %d of %d messages after %v (e.g. %s)", what, n, len(want), d, example)
 	}
@@ -244,7 +245,7 @@ func TestE2ERoleDemoteUnderLoad(t *testing.T) {
 		acked[k] = true
 	}
 	load := startHALoad(t, a.addr, topic, "a", acked)
-	if !waitFor(10*time.Second, func() bool { return load.okN.Load() >= 200 }) {
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool { return load.okN.Load() >= 200 }) {
 		load.stop(t)
 		t.Fatalf("A acknowledged only %d sends under load (other outcomes %v)", load.okN.Load(), load.other)
 	}
@@ -258,7 +259,7 @@ func TestE2ERoleDemoteUnderLoad(t *testing.T) {
 		return load.other[protocol.StatusNotMaster.String()]
 	}
 	okAtDemotion := load.okN.Load()
-	if !waitFor(10*time.Second, func() bool { return notMaster() >= 20 }) {
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool { return notMaster() >= 20 }) {
 		t.Errorf("no NOT_MASTER answers from the demoted broker")
 	}
 	load.stop(t)
@@ -278,7 +279,7 @@ func TestE2ERoleDemoteUnderLoad(t *testing.T) {
 
 	// A's log is longer than B's: B refuses it, and A says why.
 	var info protocol.BrokerRuntimeInfo
-	if !waitFor(10*time.Second, func() bool {
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
 		var err error
 		info, err = haInfo(a.addr)
 		return err == nil && strings.Contains(info.HAStatus, "refused")
@@ -351,7 +352,7 @@ func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
 	t.Cleanup(func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) })
 	// kill(2) returns before the target has stopped: on a loaded machine
 	// the slave could still take and acknowledge the next sends' bytes.
-	if !waitFor(5*time.Second, func() bool { return processStopped(s.cmd.Process.Pid) }) {
+	if !testwait.Until(testwait.Wall, 5*time.Second, func() bool { return processStopped(s.cmd.Process.Pid) }) {
 		t.Fatal("the slave did not stop within 5 s of SIGSTOP")
 	}
 	before, err := haInfo(a.addr)
@@ -371,7 +372,7 @@ func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
 		}()
 	}
 	// Stored means waiting for the stalled slave's copy.
-	if !waitFor(5*time.Second, func() bool {
+	if !testwait.Until(testwait.Wall, 5*time.Second, func() bool {
 		info, err := haInfo(a.addr)
 		return err == nil && info.MsgPutTotal >= before.MsgPutTotal+waiters
 	}) {
@@ -381,7 +382,7 @@ func TestE2ERoleDemoteSyncMasterWaiters(t *testing.T) {
 	if rep.Role != "SLAVE" {
 		t.Fatalf("demotion: %+v", rep)
 	}
-	if !waitGroupTimeout(&wg, 5*time.Second) {
+	if !testwait.Chan(wgDone(&wg), 5*time.Second) {
 		t.Fatal("the waiting sends were not answered within 5 s of the demotion")
 	}
 	if d := time.Since(start); d >= 8*time.Second {
@@ -459,7 +460,7 @@ func roleReadTail(t *testing.T, ctx context.Context, addr, topic string, max int
 	t.Helper()
 	a := e2eAdmin(t, addr)
 	var from int64
-	if !waitFor(10*time.Second, func() bool {
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
 		var err error
 		from, err = a.GetMinOffset(ctx, topic, 0)
 		return err == nil && from > 0

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -178,24 +179,24 @@ func startBroker(t *testing.T, dir string, flags ...string) *e2eBroker {
 // test's broker, whose HA listener then resets our requests), or even
 // connect the socket to itself when the port is in the ephemeral range.
 func (b *e2eBroker) waitReady(d time.Duration) bool {
-	deadline := time.Now().Add(d)
 	started := `msg="broker started" listen=` + b.addr + " "
-	for time.Now().Before(deadline) {
+	ready := false
+	testwait.Until(testwait.Wall, d, func() bool {
 		if !b.alive() {
-			return false
+			return true // no use waiting
 		}
 		if !strings.Contains(b.log(), started) {
-			time.Sleep(20 * time.Millisecond)
-			continue
+			return false
 		}
 		c, err := net.DialTimeout("tcp", b.addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return true
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+		c.Close()
+		ready = true
+		return true
+	})
+	return ready
 }
 
 func (b *e2eBroker) alive() bool {
@@ -271,7 +272,7 @@ func (b *e2eBroker) recoveryReport() string {
 
 // waitLog waits until the broker log contains s.
 func (b *e2eBroker) waitLog(s string, d time.Duration) bool {
-	return waitFor(d, func() bool { return strings.Contains(b.log(), s) })
+	return testwait.Until(testwait.Wall, d, func() bool { return strings.Contains(b.log(), s) })
 }
 
 func (b *e2eBroker) abortFileExists() bool {
@@ -515,8 +516,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 
 	// The ConsumeQueues are written after the acknowledgement (by the
 	// Reput actor): wait for them to cover every message.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var sum int64
+	var sum int64
+	if !testwait.Until(testwait.Wall, 10*time.Second, func() bool {
+		sum = 0
 		for q := range int32(queues) {
 			n, err := a.GetMaxOffset(ctx, topic, q)
 			if err != nil {
@@ -524,13 +526,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 			}
 			sum += n
 		}
-		if sum == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the queues' max offsets add up to %d, want %d", sum, total)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sum == total
+	}) {
+		t.Fatalf("the queues' max offsets add up to %d, want %d", sum, total)
 	}
 
 	// Consume.
@@ -600,11 +598,10 @@ func TestE2EProduceConsume100k(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for received.Load() < total && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // room for any extra delivery to show up
+	testwait.Until(testwait.Wall, 60*time.Second, func() bool { return received.Load() >= total })
+	// Room for an extra delivery to show up: the wait ends early if one
+	// does, and the count below fails the test.
+	testwait.Until(testwait.Wall, 200*time.Millisecond, func() bool { return received.Load() > total })
 	if err := c.Close(); err != nil {
 		t.Errorf("consumer close: %v", err)
 	}
@@ -628,8 +625,9 @@ func TestE2EProduceConsume100k(t *testing.T) {
 }
 
 // e2eCrashRounds runs a producer load against a broker with the given
-// flushDiskType, kills the broker with SIGKILL after 200-800 ms, restarts it
-// on the same store and checks that every acknowledged message is there,
+// flushDiskType, kills the broker with SIGKILL at a random point of it
+// (after 2,000-20,000 acknowledgements, or 200-800 ms), restarts it on the
+// same store and checks that every acknowledged message is there,
 // intact; 3 rounds on one store, each round's check covering every earlier
 // round's acknowledged messages too. Only status OK counts as acknowledged.
 // The restart must report an abnormal (abort file present) recovery.
@@ -650,7 +648,7 @@ func e2eCrashRounds(t *testing.T, flushType string, seed uint64) {
 			t.Fatal(err)
 		}
 		loadCtx, stopLoad := context.WithCancel(ctx)
-		var roundAcked atomic.Int64
+		var roundAcked, roundFailed atomic.Int64
 		var wg sync.WaitGroup
 		for g := range 6 {
 			wg.Add(1)
@@ -686,22 +684,32 @@ func e2eCrashRounds(t *testing.T, flushType string, seed uint64) {
 						}
 						mu.Unlock()
 						roundAcked.Add(int64(n))
-					} else if !sleepCtx(loadCtx, 5*time.Millisecond) {
+						continue
+					}
+					roundFailed.Add(1)
+					if !sleepCtx(loadCtx, 5*time.Millisecond) {
 						return // the broker is gone: do not spin
 					}
 				}
 			}()
 		}
-		// Kill after 200-800 ms, once something was acknowledged.
-		wait := time.Duration(200+rng.IntN(600)) * time.Millisecond
-		time.Sleep(wait)
-		for deadline := time.Now().Add(10 * time.Second); roundAcked.Load() == 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		// Kill at a random point of the load: after 2,000-20,000
+		// acknowledgements (a few hundred ms here), or 200-800 ms on a
+		// machine too loaded to get there, and not before something was
+		// acknowledged.
+		target := int64(2000 + rng.IntN(18000))
+		bound := time.Duration(200+rng.IntN(600)) * time.Millisecond
+		loadStart := time.Now()
+		testwait.Until(testwait.Wall, bound, func() bool { return roundAcked.Load() >= target })
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return roundAcked.Load() > 0 })
+		wait := time.Since(loadStart).Round(time.Millisecond)
 		b.kill()
-		time.Sleep(100 * time.Millisecond) // the producers see the broker gone
+		// Let the producers see the broker gone before they are stopped: a
+		// failed send per sender (those in flight fail at once).
+		failed := roundFailed.Load()
+		testwait.Until(testwait.Wall, time.Second, func() bool { return roundFailed.Load() >= failed+6 })
 		stopLoad()
-		if !waitGroupTimeout(&wg, 10*time.Second) {
+		if !testwait.Chan(wgDone(&wg), 10*time.Second) {
 			t.Fatalf("round %d: producers did not stop", round)
 		}
 		p.Close()
@@ -773,19 +781,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// waitGroupTimeout waits for wg up to d; false if it timed out.
-func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+// wgDone returns a channel closed once wg is done, for testwait.Chan.
+func wgDone(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
+	return done
 }
 
 // errorsIsAny reports whether err matches any of targets.
@@ -796,19 +799,4 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
-}
-
-// waitFor polls cond every 20 ms until it holds (true) or d has passed
-// (false).
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
