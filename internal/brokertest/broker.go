@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ type Broker struct {
 	t     testing.TB
 	cfg   actors.Config
 	scfg  storage.Config
-	fs    *vfs.Mem
+	fs    vfs.FS
 	clock *Clock
 	proxy *proxy
 	addr  string // the proxy's: what clients dial and message ids name
@@ -84,7 +85,7 @@ func SlaveOf(master *Broker) Option {
 // Start starts a broker; t.Cleanup stops it.
 func Start(t testing.TB, opts ...Option) *Broker {
 	t.Helper()
-	b := &Broker{t: t, cfg: defaultConfig(), scfg: storeConfig(), fs: vfs.NewMem(), clock: newClock(), haAddr: "127.0.0.1:0"}
+	b := &Broker{t: t, cfg: defaultConfig(), scfg: storeConfig(storeDir(t)), fs: vfs.NewOS(), clock: newClock(), haAddr: "127.0.0.1:0"}
 	for _, o := range opts {
 		o(b)
 	}
@@ -119,10 +120,26 @@ func defaultConfig() actors.Config {
 	return c
 }
 
-// storeConfig is a store with small segments (the in-memory FS holds
-// them whole).
-func storeConfig() storage.Config {
-	c := storage.DefaultConfig("/store")
+// storeDir is where a broker's store lives: real files, not vfs.Mem. The
+// broker syncs mapped pages on I/O goroutines while its actors write
+// neighbouring bytes of them, which real mappings allow and vfs.Mem (whose
+// SyncRange copies the mapped bytes) does not: a data race under -race.
+// A memory-backed directory when the machine has one (fsync costs nothing
+// there), else t.TempDir. Removed by t.Cleanup.
+func storeDir(t testing.TB) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "brokertest-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
+// storeConfig is a store under root with small segments.
+func storeConfig(root string) storage.Config {
+	c := storage.DefaultConfig(root)
 	c.MappedFileSizeCommitLog = 8 << 20
 	c.MappedFileSizeConsumeQueue = 4096
 	c.MaxHashSlotNum = 1024

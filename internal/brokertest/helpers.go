@@ -74,9 +74,11 @@ func (b *Broker) offsets(topic string, q int32) (lo, hi int64) {
 	return minOff.Offset, maxOff.Offset
 }
 
-// dispatched waits until the broker has indexed everything it has
-// written: a send is answered once in the log, its queue entry follows.
-func (b *Broker) dispatched() {
+// WaitDispatched waits until the broker has dispatched everything it has
+// written to its ConsumeQueues: a send is answered once it is in the log,
+// and its queue entry follows a moment later, so a pull or a max offset
+// asked right after a send may not see it yet (as with RocketMQ).
+func (b *Broker) WaitDispatched() {
 	b.t.Helper()
 	caughtUp := func() bool {
 		var info protocol.BrokerRuntimeInfo
@@ -93,7 +95,7 @@ func (b *Broker) dispatched() {
 // once the broker has indexed all it has written.
 func (b *Broker) Total(topic string) int {
 	b.t.Helper()
-	b.dispatched()
+	b.WaitDispatched()
 	n := int64(0)
 	for q := range b.queueCount(topic) {
 		lo, hi := b.offsets(topic, q)
@@ -106,7 +108,7 @@ func (b *Broker) Total(topic string) int {
 // once the broker has indexed all it has written.
 func (b *Broker) Messages(topic string, q int32) []protocol.MessageExt {
 	b.t.Helper()
-	b.dispatched()
+	b.WaitDispatched()
 	var minOff, maxOff protocol.OffsetResponse
 	if b.ask(&protocol.GetMinOffsetRequest{Topic: topic, QueueID: q}, &minOff, protocol.StatusTopicNotExist) != protocol.StatusOK {
 		return nil // a queue the broker has never written (a topic it does not list may have some)
