@@ -59,7 +59,5 @@
 // Admin.ListGroups and Admin.DescribeGroup show the groups, their members,
 // assignment and lag. WithDelayLevel and WithDeliverAt delay a send.
 //
-// Package clienttest holds an in-memory broker for tests.
-//
 // Imports: protocol only (plus std).
 package client

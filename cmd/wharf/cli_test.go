@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -78,7 +78,7 @@ func readLines(t *testing.T, path string) []string {
 }
 
 func TestProduceConsumeQueryEndToEnd(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	out, stderr, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "500", "--size", "64",
@@ -113,7 +113,7 @@ func TestProduceConsumeQueryEndToEnd(t *testing.T) {
 			firstID = f[1]
 		}
 	}
-	for q := range 4 {
+	for q := range int32(4) {
 		for _, m := range b.Messages("T", q) {
 			if len(m.Body) != 64 || m.Tags() != "x" {
 				t.Fatalf("stored message %+v", m)
@@ -177,7 +177,7 @@ func TestProduceConsumeQueryEndToEnd(t *testing.T) {
 }
 
 func TestProduceBatchAndHumanSummary(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	out, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "95", "--batch", "10", "--queue", "1", "--keys-out", keys)
@@ -210,7 +210,7 @@ func TestProduceBatchAndHumanSummary(t *testing.T) {
 }
 
 func TestProduceCountsUnconfirmedAsFailed(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
 		if code == protocol.CodeSendMessage && n%4 == 0 {
@@ -240,7 +240,7 @@ func TestProduceCountsUnconfirmedAsFailed(t *testing.T) {
 }
 
 func TestProduceStopsWhenBrokerGoes(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	go func() {
@@ -267,9 +267,10 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 	if int64(len(lines)) != rep.Acked {
 		t.Fatalf("%d key lines, %d acked", len(lines), rep.Acked)
 	}
-	// Every acked message is stored.
+	// Every acked message is stored (and kept across the clean stop).
+	b.Restart()
 	stored := map[string]bool{}
-	for q := range 4 {
+	for q := range int32(4) {
 		for _, m := range b.Messages("T", q) {
 			stored[m.Keys()[0]] = true
 		}
@@ -282,7 +283,7 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 }
 
 func TestConsumeStopsWhenBrokerGoes(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	go func() {
 		for b.Count(protocol.CodePullMessage) < 2 {
@@ -307,7 +308,7 @@ func TestConsumeStopsWhenBrokerGoes(t *testing.T) {
 }
 
 func TestProduceInterrupted(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	go func() {
 		for b.Total("T") < 100 { // messages, however they were batched
@@ -332,7 +333,7 @@ func TestProduceInterrupted(t *testing.T) {
 }
 
 func TestTopicCommands(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	out, _, err := runCLI(t, "topic", "create", "--broker", b.Addr(), "--topic", "A", "--queues", "3", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +375,7 @@ func TestTopicCommands(t *testing.T) {
 }
 
 func TestFlagValidation(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	tests := [][]string{
 		{"produce"},
 		{"produce", "--topic", "T", "--count", "0"},
