@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -183,4 +184,22 @@ func TestSlaveReplicates(t *testing.T) {
 	s.SetReplicating(true)
 	s.Clock().Advance(10 * time.Second) // past the link's retry backoff
 	testwait.For(t, testwait.Wall, 5*time.Second, "the slave caught up", synced(2))
+}
+
+// TestSyncMasterNeedsItsSlave: a SYNC_MASTER answers a send OK once its
+// slave has it, SLAVE_NOT_AVAILABLE (stored, unconfirmed) while the
+// slave's link is cut, and OK again once the slave is back.
+func TestSyncMasterNeedsItsSlave(t *testing.T) {
+	m := Start(t, WithConfig(func(c *actors.Config) { c.BrokerRole = "SYNC_MASTER" }))
+	s := Start(t, SlaveOf(m))
+	m.CreateTopic("T", 1)
+	acked := func() bool { st, _ := send(t, m.Addr(), "T", 0, "x"); return st == protocol.StatusOK }
+	testwait.For(t, testwait.Wall, 5*time.Second, "a send the slave acknowledged", acked)
+	s.SetReplicating(false)
+	if st, res := send(t, m.Addr(), "T", 0, "alone"); st != protocol.StatusSlaveNotAvailable || res.MsgID == "" {
+		t.Errorf("send without the slave: %v %+v, want SLAVE_NOT_AVAILABLE with the stored message's id", st, res)
+	}
+	s.SetReplicating(true)
+	s.Clock().Advance(10 * time.Second) // past the link's retry backoff
+	testwait.For(t, testwait.Wall, 5*time.Second, "a send the slave acknowledged again", acked)
 }
