@@ -69,6 +69,12 @@ func WithFlushDiskType(t actors.FlushDiskType) Option {
 	return func(b *Broker) { b.cfg.FlushDiskType = t }
 }
 
+// WithRole sets a master's role: ASYNC_MASTER (the default) or
+// SYNC_MASTER (a send waits for a slave's copy). For a slave see SlaveOf.
+func WithRole(role string) Option {
+	return func(b *Broker) { b.cfg.BrokerRole = role }
+}
+
 // WithDelayLevels sets the delay of each delay level (messageDelayLevel),
 // which a retry's send-back waits for too.
 func WithDelayLevels(levels ...time.Duration) Option {
