@@ -327,6 +327,22 @@ func TestProducerRetries(t *testing.T) {
 	}
 }
 
+// TestUnconfirmedSendFromTheBroker: a SYNC_MASTER without its slave stores
+// a send and answers SLAVE_NOT_AVAILABLE: the error says so, the result
+// still names the stored message, and the send is not retried.
+func TestUnconfirmedSendFromTheBroker(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithRole(RoleSyncMaster))
+	b.CreateTopic("T", 1)
+	p := newProducer(t, b, WithRetries(2))
+	res, err := p.Send(testCtx(t), msg("T", "x"))
+	if !errors.Is(err, ErrSlaveNotAvailable) || res.Status != protocol.StatusSlaveNotAvailable || res.MsgID == "" {
+		t.Fatalf("send = %+v, %v; want SLAVE_NOT_AVAILABLE with the message's id", res, err)
+	}
+	if n, stored := b.Count(protocol.CodeSendMessage), b.Messages("T", 0); n != 1 || len(stored) != 1 || stored[0].MsgID != res.MsgID {
+		t.Errorf("%d sends, stored %v; want 1 send, stored under id %s", n, stored, res.MsgID)
+	}
+}
+
 // sendMaybeAsync sends msg with Send or, async, with SendAsync to queue 0
 // (a queue given by the caller needs no route lookup, so the send takes
 // SendAsync's fast path).
