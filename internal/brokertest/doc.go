@@ -1,14 +1,21 @@
 // Package brokertest runs a real Wharf broker in-process for tests: the
-// actors (actors.New) over a store on an in-memory FS (storage.Open on
-// vfs.NewMem, small segments), behind a netio listener and a replication
-// listener on loopback, as cmd/wharf wires them. There is no model of the
-// broker here: what a test observes is what the broker does.
+// actors (actors.New) over a store with small segments (storage.Open),
+// behind a netio listener and a replication listener on loopback, as
+// cmd/wharf wires them. There is no model of the broker here: what a test
+// observes is what the broker does.
+//
+// The store is on real files (a memory-backed directory where the machine
+// has one), not vfs.Mem: the broker syncs mapped pages on I/O goroutines
+// while its actors write other bytes of the same pages, which real
+// mappings allow and vfs.Mem, built for the simulator's single goroutine,
+// reports as a data race.
 //
 // Contract:
 //   - Start(t, opts...) starts one; t.Cleanup stops it. Options set its
-//     configuration (auto-creation, heartbeat interval, flush type, any
-//     actors.Config field) and SlaveOf makes it a slave replicating from a
-//     master over the real HA protocol.
+//     configuration (auto-creation, heartbeat interval, flush type, role,
+//     delay levels, any actors.Config field) and SlaveOf makes it a slave
+//     replicating from a master over the real HA protocol; SetReplicating
+//     cuts and restores the slave's link.
 //   - Clients dial Addr, a frame-aware TCP proxy in front of the broker.
 //     The proxy counts requests by code and injects the faults a test
 //     sets: a status hook, stalled request codes (never answered), a
@@ -17,13 +24,18 @@
 //     waits for them.
 //   - The broker runs on a Clock of its own: the wall clock plus a skew a
 //     test may Advance, firing the broker's timers that fall due, instead
-//     of sleeping through a broker-side timeout.
-//   - Helpers (CreateTopic, CommittedOffset, Messages, Total,
-//     GroupMembers) ask the broker over the wire on connections of their
+//     of sleeping through a broker-side timeout. Start advances it past
+//     the consumer-group coordinator's restart grace (a new store has no
+//     members to wait for); Restart does not.
+//   - The proxy also reports what the broker holds: Pending requests of a
+//     code and the queues with a pull Held (long polling), so a test
+//     waits for "every consumer is at the end" instead of sleeping.
+//   - Helpers (CreateTopic, CommittedOffset, Messages, Total, QueueCount,
+//     GroupMembers, WaitDispatched) ask the broker over the wire on connections of their
 //     own, bypassing the proxy; a failed helper call fails the test.
 //   - Stop stops it cleanly (data kept); Restart starts it again on the
 //     same store at the same addresses.
 //
-// Imports: std, protocol, storage, actors, netio. It must not import the
-// client: the client's in-package tests use it.
+// Imports: std, protocol, storage, actors, netio, internal/testwait. It
+// must not import the client: the client's in-package tests use it.
 package brokertest

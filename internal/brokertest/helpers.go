@@ -17,8 +17,13 @@ import (
 // error or a status not in ok.
 func (b *Broker) ask(req protocol.Request, into protocol.Fields, ok ...protocol.Status) protocol.Status {
 	b.t.Helper()
-	addr := b.backend()
-	st, remark, err := call(addr, req, into)
+	b.mu.Lock()
+	r := b.run
+	b.mu.Unlock()
+	if r == nil {
+		b.t.Fatalf("brokertest: %v asked of a stopped broker", req.RequestCode())
+	}
+	st, remark, err := call(r.srv.Addr(), req, into)
 	if err != nil {
 		b.t.Fatalf("brokertest: %v", err)
 	}
