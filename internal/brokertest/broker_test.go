@@ -187,17 +187,39 @@ func TestSlaveReplicates(t *testing.T) {
 }
 
 // TestSyncMasterNeedsItsSlave: a SYNC_MASTER answers a send OK once its
-// slave has it, SLAVE_NOT_AVAILABLE (stored, unconfirmed) while the
-// slave's link is cut, and OK again once the slave is back.
+// slave has it. With the slave's link cut, the send is stored and answered
+// unconfirmed, naming the message: SLAVE_NOT_AVAILABLE once the master
+// has seen the link go, FLUSH_SLAVE_TIMEOUT when SlaveTimeout passes on
+// its clock before that. OK again once the slave is back.
 func TestSyncMasterNeedsItsSlave(t *testing.T) {
-	m := Start(t, WithConfig(func(c *actors.Config) { c.BrokerRole = "SYNC_MASTER" }))
+	m := Start(t, WithRole("SYNC_MASTER"), WithConfig(func(c *actors.Config) { c.SlaveTimeout = time.Hour }))
 	s := Start(t, SlaveOf(m))
 	m.CreateTopic("T", 1)
 	acked := func() bool { st, _ := send(t, m.Addr(), "T", 0, "x"); return st == protocol.StatusOK }
 	testwait.For(t, testwait.Wall, 5*time.Second, "a send the slave acknowledged", acked)
 	s.SetReplicating(false)
-	if st, res := send(t, m.Addr(), "T", 0, "alone"); st != protocol.StatusSlaveNotAvailable || res.MsgID == "" {
-		t.Errorf("send without the slave: %v %+v, want SLAVE_NOT_AVAILABLE with the stored message's id", st, res)
+	type answer struct {
+		st  protocol.Status
+		res protocol.SendResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.st, _, a.err = call(m.Addr(), &protocol.SendRequest{Topic: "T", QueueID: 0, Body: []byte("alone")}, &a.res)
+		done <- a
+	}()
+	testwait.For(t, testwait.Wall, 5*time.Second, "the send answered or waiting", func() bool {
+		return len(done) == 1 || m.Pending(protocol.CodeSendMessage) == 1
+	})
+	m.Clock().Advance(time.Hour) // SlaveTimeout, if it waits
+	select {
+	case a := <-done:
+		if a.err != nil || !a.st.Unconfirmed() || a.res.MsgID == "" {
+			t.Errorf("send without the slave: %v %+v %v, want an unconfirmed status with the stored message's id", a.st, a.res, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the send still waits after SlaveTimeout on the master's clock")
 	}
 	s.SetReplicating(true)
 	s.Clock().Advance(10 * time.Second) // past the link's retry backoff
