@@ -70,20 +70,26 @@ func (b *Broker) queueCount(topic string) int32 {
 	return 0
 }
 
-// offsets is a queue's min and max offset.
-func (b *Broker) offsets(topic string, q int32) (lo, hi int64) {
+// WaitDispatched waits until the broker has dispatched everything it has
+// written to its ConsumeQueues, and their owners have published their
+// bounds (what GET_MAX_OFFSET answers). A send is answered once it is in
+// the log and its queue entry follows a moment later, so a pull or a max
+// offset asked right after a send may not see it yet (as with RocketMQ).
+func (b *Broker) WaitDispatched() {
 	b.t.Helper()
-	var minOff, maxOff protocol.OffsetResponse
-	b.ask(&protocol.GetMinOffsetRequest{Topic: topic, QueueID: q}, &minOff)
-	b.ask(&protocol.GetMaxOffsetRequest{Topic: topic, QueueID: q}, &maxOff)
-	return minOff.Offset, maxOff.Offset
+	b.waitReput()
+	var out protocol.TopicListResponse
+	b.ask(&protocol.ListTopicsRequest{}, &out)
+	for _, tc := range out.Topics {
+		for q := range max(tc.ReadQueueNums, tc.WriteQueueNums) {
+			b.bounds(tc.Topic, q) // answered by the queue's owner once it applied what came before
+		}
+	}
 }
 
-// WaitDispatched waits until the broker has dispatched everything it has
-// written to its ConsumeQueues: a send is answered once it is in the log,
-// and its queue entry follows a moment later, so a pull or a max offset
-// asked right after a send may not see it yet (as with RocketMQ).
-func (b *Broker) WaitDispatched() {
+// waitReput waits until the Reput actor has read all the log holds and
+// handed each entry to its queue's owner.
+func (b *Broker) waitReput() {
 	b.t.Helper()
 	caughtUp := func() bool {
 		var info protocol.BrokerRuntimeInfo
@@ -97,29 +103,43 @@ func (b *Broker) WaitDispatched() {
 }
 
 // Total is the number of messages stored in topic (0 if there is none),
-// once the broker has indexed all it has written.
+// once the broker has dispatched all it has written.
 func (b *Broker) Total(topic string) int {
 	b.t.Helper()
-	b.WaitDispatched()
+	b.waitReput()
 	n := int64(0)
 	for q := range b.queueCount(topic) {
-		lo, hi := b.offsets(topic, q)
+		lo, hi, _ := b.bounds(topic, q)
 		n += hi - lo
 	}
 	return int(n)
 }
 
+// bounds is one queue's min and max offset as the queue's owner has
+// them, asked with a pull (false if the broker knows no such queue). A
+// pull reaches the owner through the Reput actor, after every entry the
+// Reput actor handed it before (waitReput); the published bounds that
+// GET_MAX_OFFSET reads may lag those by a moment.
+func (b *Broker) bounds(topic string, q int32) (lo, hi int64, ok bool) {
+	b.t.Helper()
+	var res protocol.PullResponse
+	st := b.ask(&protocol.PullRequest{ConsumerGroup: "brokertest", Topic: topic, QueueID: q, MaxMsgNums: 1}, &res,
+		protocol.StatusPullNotFound, protocol.StatusPullRetryImmediately, protocol.StatusPullOffsetMoved, protocol.StatusTopicNotExist)
+	if st == protocol.StatusTopicNotExist {
+		return 0, 0, false
+	}
+	return res.MinOffset, res.MaxOffset, true
+}
+
 // Messages are the messages stored in one queue, from its min offset on,
-// once the broker has indexed all it has written.
+// once the broker has dispatched all it has written.
 func (b *Broker) Messages(topic string, q int32) []protocol.MessageExt {
 	b.t.Helper()
-	b.WaitDispatched()
-	var minOff, maxOff protocol.OffsetResponse
-	if b.ask(&protocol.GetMinOffsetRequest{Topic: topic, QueueID: q}, &minOff, protocol.StatusTopicNotExist) != protocol.StatusOK {
-		return nil // a queue the broker has never written (a topic it does not list may have some)
+	b.waitReput()
+	off, hi, ok := b.bounds(topic, q)
+	if !ok {
+		return nil
 	}
-	b.ask(&protocol.GetMaxOffsetRequest{Topic: topic, QueueID: q}, &maxOff)
-	off, hi := minOff.Offset, maxOff.Offset
 	var out []protocol.MessageExt
 	for off < hi {
 		var res protocol.PullResponse
