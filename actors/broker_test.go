@@ -363,6 +363,11 @@ func TestSyncFlushNeverAcksUnflushed(t *testing.T) {
 	if waited := h.loop.Now().Sub(start); f.Status != protocol.StatusFlushDiskTimeout || waited < 200*time.Millisecond {
 		t.Fatalf("stalled flush: %v after %v", f.Status, waited)
 	}
+	// Stored, though unconfirmed: the answer names the message.
+	var res protocol.SendResponse
+	if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &res); err != nil || res.MsgID == "" || res.QueueOffset != 1 {
+		t.Errorf("FLUSH_DISK_TIMEOUT answer = %+v, %v; want the stored message's id and offset 1", res, err)
+	}
 	if len(held) == 0 {
 		t.Fatal("no fsync was stalled")
 	}

@@ -181,10 +181,11 @@ func (a *durabilityActor) appended(ctx actor.Context, m *appended) {
 	}
 }
 
-// answerVerdict answers a send the way the gate decided.
+// answerVerdict answers a send the way the gate decided. An unconfirmed
+// send is stored: its answer names it (id, queue, offset) as an OK does.
 func answerVerdict(k *kit, r *request, ok protocol.Fields, v gate.Verdict) {
-	if v.Status == protocol.StatusOK {
-		k.respond(r, protocol.StatusOK, "", ok)
+	if v.Status == protocol.StatusOK || v.Status.Unconfirmed() {
+		k.respond(r, v.Status, v.Remark, ok)
 		return
 	}
 	k.respond(r, v.Status, v.Remark, nil)

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -22,7 +23,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newProducer(t *testing.T, b *clienttest.Broker, opts ...Option) *Producer {
+func newProducer(t *testing.T, b *brokertest.Broker, opts ...Option) *Producer {
 	t.Helper()
 	p, err := NewProducer(b.Addr(), opts...)
 	if err != nil {
@@ -32,7 +33,7 @@ func newProducer(t *testing.T, b *clienttest.Broker, opts ...Option) *Producer {
 	return p
 }
 
-func newAdmin(t *testing.T, b *clienttest.Broker) *Admin {
+func newAdmin(t *testing.T, b *brokertest.Broker) *Admin {
 	t.Helper()
 	a, err := NewAdmin(b.Addr())
 	if err != nil {
@@ -42,21 +43,31 @@ func newAdmin(t *testing.T, b *clienttest.Broker) *Admin {
 	return a
 }
 
-func msg(topic, body string) *protocol.Message {
-	return &protocol.Message{Topic: topic, Body: []byte(body)}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
+// clientGoroutines counts the goroutines running client code, but the
+// caller's. The in-process broker's goroutines come and go with its
+// actors' mailboxes and are no business of a client leak check.
+func clientGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+		buf = make([]byte, 2*len(buf))
+	}
+	stacks := strings.Split(string(buf), "\n\n")[1:] // the first is the caller's
+	count := 0
+	for _, st := range stacks {
+		if strings.Contains(st, "github.com/wharfmq/wharf/client.") {
+			count++
 		}
 	}
+	return count
+}
+
+func msg(topic, body string) *protocol.Message {
+	return &protocol.Message{Topic: topic, Body: []byte(body)}
 }
 
 func TestStatusErrorMapping(t *testing.T) {
@@ -117,7 +128,7 @@ func TestStatusErrorMapping(t *testing.T) {
 }
 
 func TestProducerSendRoundRobinAndPull(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -135,7 +146,7 @@ func TestProducerSendRoundRobinAndPull(t *testing.T) {
 		}
 		results = append(results, res)
 	}
-	for q := range 4 {
+	for q := range int32(4) {
 		msgs := b.Messages("T", q)
 		if len(msgs) != 2 {
 			t.Fatalf("queue %d has %d messages, want 2 (round robin)", q, len(msgs))
@@ -198,7 +209,7 @@ func TestProducerSendRoundRobinAndPull(t *testing.T) {
 }
 
 func TestSendToQueueBatchAndOneway(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -232,7 +243,7 @@ func TestSendToQueueBatchAndOneway(t *testing.T) {
 	if err := p.SendOneway(ctx, msg("T", "oneway"), ToQueue(1)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "oneway message stored", func() bool { return len(b.Messages("T", 1)) == 1 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "oneway message stored", func() bool { return len(b.Messages("T", 1)) == 1 })
 	if _, err := p.Send(ctx, msg("bad topic", "x")); !errors.Is(err, ErrMessageIllegal) {
 		t.Fatalf("bad topic: %v", err)
 	}
@@ -242,16 +253,18 @@ func TestSendToQueueBatchAndOneway(t *testing.T) {
 }
 
 func TestUnknownTopicLetsBrokerPick(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	p := newProducer(t, b)
 	ctx := testCtx(t)
-	if _, err := p.Send(ctx, msg("NEW", "x")); !errors.Is(err, ErrTopicNotExist) {
+	off := brokertest.Start(t, brokertest.WithAutoCreate(false))
+	if _, err := newProducer(t, off).Send(ctx, msg("NEW", "x")); !errors.Is(err, ErrTopicNotExist) {
 		t.Fatalf("send to a missing topic: %v", err)
 	}
-	b.SetAutoCreate(true)
-	res, err := p.Send(ctx, msg("NEW", "x"))
-	if err != nil || res.QueueID < 0 {
+	b := brokertest.Start(t) // auto-creation on, as by default
+	res, err := newProducer(t, b).Send(ctx, msg("NEW", "x"))
+	if err != nil || res.QueueID < 0 || res.QueueID >= 8 {
 		t.Fatalf("auto-created: %+v, %v", res, err)
+	}
+	if n := b.Total("NEW"); n != 1 {
+		t.Fatalf("auto-created topic holds %d messages, want 1", n)
 	}
 }
 
@@ -278,7 +291,7 @@ func TestProducerRetries(t *testing.T) {
 	for _, tt := range tests {
 		for _, async := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/async=%v", tt.name, async), func(t *testing.T) {
-				b := clienttest.NewBroker(t)
+				b := brokertest.Start(t)
 				b.CreateTopic("T", 2)
 				b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
 					if code == protocol.CodeSendMessage && n <= tt.failCount {
@@ -314,6 +327,22 @@ func TestProducerRetries(t *testing.T) {
 	}
 }
 
+// TestUnconfirmedSendFromTheBroker: a SYNC_MASTER without its slave stores
+// a send and answers SLAVE_NOT_AVAILABLE: the error says so, the result
+// still names the stored message, and the send is not retried.
+func TestUnconfirmedSendFromTheBroker(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithRole(RoleSyncMaster))
+	b.CreateTopic("T", 1)
+	p := newProducer(t, b, WithRetries(2))
+	res, err := p.Send(testCtx(t), msg("T", "x"))
+	if !errors.Is(err, ErrSlaveNotAvailable) || res.Status != protocol.StatusSlaveNotAvailable || res.MsgID == "" {
+		t.Fatalf("send = %+v, %v; want SLAVE_NOT_AVAILABLE with the message's id", res, err)
+	}
+	if n, stored := b.Count(protocol.CodeSendMessage), b.Messages("T", 0); n != 1 || len(stored) != 1 || stored[0].MsgID != res.MsgID {
+		t.Errorf("%d sends, stored %v; want 1 send, stored under id %s", n, stored, res.MsgID)
+	}
+}
+
 // sendMaybeAsync sends msg with Send or, async, with SendAsync to queue 0
 // (a queue given by the caller needs no route lookup, so the send takes
 // SendAsync's fast path).
@@ -338,7 +367,7 @@ func sendMaybeAsync(t *testing.T, p *Producer, m *protocol.Message, async bool) 
 }
 
 func TestReconnectAfterBrokerRestart(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	p := newProducer(t, b, WithRetries(0), WithReconnectBackoff(10*time.Millisecond, 50*time.Millisecond))
 	ctx := testCtx(t)
@@ -355,14 +384,14 @@ func TestReconnectAfterBrokerRestart(t *testing.T) {
 		t.Errorf("failing send took %v", time.Since(start))
 	}
 	b.Restart()
-	eventually(t, 5*time.Second, "send after restart", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "send after restart", func() bool {
 		_, err := p.Send(ctx, msg("T", "after"))
 		return err == nil
 	})
 }
 
 func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	b.SetStall(protocol.CodeSendMessage, true)
 	p := newProducer(t, b, WithRetries(0), WithTimeout(10*time.Second))
@@ -375,7 +404,7 @@ func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == n })
+	testwait.For(t, testwait.Wall, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == n })
 	start := time.Now()
 	b.DropConns()
 	for range n {
@@ -398,7 +427,7 @@ func TestPendingCallsFailWhenConnectionDrops(t *testing.T) {
 }
 
 func TestContextTimeoutAndCancel(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	b.SetStall(protocol.CodeSendMessage, true)
 	p := newProducer(t, b, WithRetries(3))
@@ -424,7 +453,11 @@ func TestContextTimeoutAndCancel(t *testing.T) {
 	}
 
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel2() }()
+	before := b.Count(protocol.CodeSendMessage)
+	go func() { // cancel once the send is at the broker (stalled there)
+		testwait.Until(testwait.Wall, 5*time.Second, func() bool { return b.Count(protocol.CodeSendMessage) > before })
+		cancel2()
+	}()
 	_, err = p.Send(ctx2, msg("T", "x"))
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("cancelled: %v", err)
@@ -432,7 +465,7 @@ func TestContextTimeoutAndCancel(t *testing.T) {
 }
 
 func TestLongPolling(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	pc, err := NewPullConsumer(b.Addr(), "G")
 	if err != nil {
@@ -442,29 +475,38 @@ func TestLongPolling(t *testing.T) {
 	p := newProducer(t, b)
 	ctx := testCtx(t)
 
-	// Empty queue, short suspend: PullNoNewMsg at the timeout.
-	start := time.Now()
-	res, err := pc.Pull(ctx, "T", 0, 0, 32, PullOptions{Suspend: 300 * time.Millisecond})
-	if err != nil || res.Status != protocol.PullNoNewMsg || res.NextBeginOffset != 0 {
-		t.Fatalf("empty pull = %+v, %v", res, err)
-	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
-		t.Errorf("empty long poll returned after %v, want about 300ms", d)
-	}
-
-	// A message arriving during the suspend ends it at once; a held pull
-	// does not block other calls on the connection.
 	type out struct {
 		res PullResult
 		err error
 		at  time.Time
 	}
+
+	// Empty queue: the pull is held for its suspend on the broker's clock,
+	// then answered PullNoNewMsg.
+	empty := make(chan out, 1)
+	go func() {
+		r, err := pc.Pull(ctx, "T", 0, 0, 32, PullOptions{Suspend: 10 * time.Second})
+		empty <- out{r, err, time.Now()}
+	}()
+	testwait.For(t, testwait.Wall, 5*time.Second, "the empty pull held", func() bool { return b.Held("T") == 1 })
+	b.Clock().Advance(10 * time.Second)
+	select {
+	case o := <-empty:
+		if o.err != nil || o.res.Status != protocol.PullNoNewMsg || o.res.NextBeginOffset != 0 {
+			t.Fatalf("empty pull = %+v, %v", o.res, o.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the empty pull still held after its suspend on the broker's clock")
+	}
+
+	// A message arriving during the suspend ends it at once; a held pull
+	// does not block other calls on the connection.
 	done := make(chan out, 1)
 	go func() {
 		r, err := pc.Pull(ctx, "T", 0, 0, 32, PullOptions{Suspend: 10 * time.Second})
 		done <- out{r, err, time.Now()}
 	}()
-	eventually(t, 5*time.Second, "pull held", func() bool { return b.Count(protocol.CodePullMessage) == 2 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "pull held", func() bool { return b.Held("T") == 1 })
 	if _, err := pc.MaxOffset(ctx, "T", 0); err != nil {
 		t.Fatalf("a call beside a held pull: %v", err)
 	}
@@ -485,7 +527,7 @@ func TestLongPolling(t *testing.T) {
 	}
 
 	// Offsets out of range.
-	res, err = pc.Pull(ctx, "T", 0, 100, 32, PullOptions{})
+	res, err := pc.Pull(ctx, "T", 0, 100, 32, PullOptions{})
 	if err != nil || res.Status != protocol.PullOffsetIllegal || res.NextBeginOffset != 1 {
 		t.Fatalf("pull past the end = %+v, %v", res, err)
 	}
@@ -498,7 +540,7 @@ func TestLongPolling(t *testing.T) {
 }
 
 func TestPullTagFilterAndOffsets(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -514,6 +556,7 @@ func TestPullTagFilterAndOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
+	b.WaitDispatched() // the pulls do not wait: what was sent must be in the queue
 	res, err := pc.Pull(ctx, "T", 0, 0, 32, PullOptions{Subscription: "b || c"})
 	if err != nil || len(res.Messages) != 3 || res.NextBeginOffset != 5 {
 		t.Fatalf("filtered pull = %+v, %v", res, err)
@@ -546,7 +589,7 @@ func TestPullTagFilterAndOffsets(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	a := newAdmin(t, b)
 	ctx := testCtx(t)
 	if err := a.CreateTopic(ctx, protocol.TopicConfig{Topic: "A", ReadQueueNums: 3, WriteQueueNums: 3}); err != nil {
@@ -575,6 +618,7 @@ func TestAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	b.WaitDispatched()
 	if off, err := a.GetMaxOffset(ctx, "A", 1); err != nil || off != 3 {
 		t.Fatalf("GetMaxOffset = %d, %v", off, err)
 	}
@@ -592,7 +636,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("GetConsumerOffsets = %+v, %v", offs, err)
 	}
 	info, err := a.RuntimeInfo(ctx)
-	if err != nil || info.BrokerName != "fake" || info.TopicCount != 1 {
+	if err != nil || info.BrokerName != "broker-a" || info.TopicCount != 1 {
 		t.Fatalf("RuntimeInfo = %+v, %v", info, err)
 	}
 	if err := a.DeleteTopic(ctx, "A"); err != nil {
@@ -610,7 +654,7 @@ func TestAdmin(t *testing.T) {
 // before anything is sent; a role the broker accepts is reported by
 // RuntimeInfo; the broker's refusals map to their sentinels.
 func TestAdminUpdateBrokerRole(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	a := newAdmin(t, b)
 	ctx := testCtx(t)
 	bad := []struct {
@@ -705,7 +749,7 @@ func (r *pushRecorder) handle(_ context.Context, msgs []*protocol.MessageExt) Co
 }
 
 func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -734,10 +778,10 @@ func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "all messages consumed", func() bool { return rec.total.Load() >= before+after })
+	testwait.For(t, testwait.Wall, 10*time.Second, "all messages consumed", func() bool { return rec.total.Load() >= before+after })
 	// Offsets are committed on the interval, before Close.
 	a := newAdmin(t, b)
-	eventually(t, 5*time.Second, "offsets committed on the interval", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "offsets committed on the interval", func() bool {
 		sum := int64(0)
 		for q := int32(0); q < 4; q++ {
 			off, err := a.QueryConsumerOffset(ctx, "G", "T", q)
@@ -774,7 +818,7 @@ func TestPushConsumerDeliversInOrderPerQueue(t *testing.T) {
 }
 
 func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -799,9 +843,11 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "consumed", func() bool { return rec.total.Load() >= want })
-		time.Sleep(100 * time.Millisecond) // nothing more should come
-		if err := c.Close(); err != nil {  // commits
+		testwait.For(t, testwait.Wall, 5*time.Second, "consumed", func() bool { return rec.total.Load() >= want })
+		// Nothing more should come: every queue's pull is held at the
+		// broker, at the end of what there is.
+		testwait.For(t, testwait.Wall, 5*time.Second, "both queues' pulls held", func() bool { return b.Held("T") == 2 })
+		if err := c.Close(); err != nil { // commits
 			t.Fatal(err)
 		}
 		if got := rec.total.Load(); got != want {
@@ -809,6 +855,7 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 		}
 		return rec
 	}
+	b.WaitDispatched()      // "last" is the max offset the consumer finds
 	run(ConsumeFromLast, 0) // new group from last: nothing; commits max
 	send(10, 14)
 	rec := run(ConsumeFromFirst, 4) // committed offsets win over ConsumeFrom
@@ -820,7 +867,7 @@ func TestPushConsumerResumesFromCommittedOffset(t *testing.T) {
 }
 
 func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	p := newProducer(t, b)
 	ctx := testCtx(t)
@@ -855,7 +902,7 @@ func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "all consumed", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "all consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) >= 6
@@ -868,7 +915,7 @@ func TestPushConsumerRetryLaterRedeliversInOrder(t *testing.T) {
 }
 
 func TestPushConsumerErrors(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	c, err := NewPushConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
@@ -896,7 +943,7 @@ func TestPushConsumerErrors(t *testing.T) {
 }
 
 func TestConstructorsFailWithoutBroker(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	addr := b.Addr()
 	b.Stop()
 	if _, err := NewProducer(addr, WithDialTimeout(time.Second)); !errors.Is(err, ErrBrokerUnavailable) {
@@ -911,7 +958,7 @@ func TestConstructorsFailWithoutBroker(t *testing.T) {
 }
 
 func TestCloseWithCallsInFlight(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	b.SetStall(protocol.CodeSendMessage, true)
 	b.SetStall(protocol.CodeGetMaxOffset, true)
@@ -929,7 +976,7 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 5*time.Second, "sends in flight", func() bool { return b.Count(protocol.CodeSendMessage) == n })
+	testwait.For(t, testwait.Wall, 5*time.Second, "sends in flight", func() bool { return b.Count(protocol.CodeSendMessage) == n })
 
 	a := newAdmin(t, b)
 	adminErr := make(chan error, 1)
@@ -937,7 +984,7 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 		_, err := a.GetMaxOffset(context.Background(), "T", 0)
 		adminErr <- err
 	}()
-	eventually(t, 5*time.Second, "admin call in flight", func() bool { return b.Count(protocol.CodeGetMaxOffset) == 1 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "admin call in flight", func() bool { return b.Count(protocol.CodeGetMaxOffset) == 1 })
 
 	start := time.Now()
 	p.Close()
@@ -971,14 +1018,10 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 }
 
 func TestNoGoroutineLeaks(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	ctx := testCtx(t)
-	settle := func() int {
-		time.Sleep(50 * time.Millisecond)
-		return runtime.NumGoroutine()
-	}
-	base := settle()
+	base := clientGoroutines()
 
 	p, err := NewProducer(b.Addr())
 	if err != nil {
@@ -1012,8 +1055,8 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "push consumer caught up", func() bool { return rec.total.Load() == 50 })
-	time.Sleep(50 * time.Millisecond) // the pulls are now held at the broker
+	testwait.For(t, testwait.Wall, 5*time.Second, "push consumer caught up", func() bool { return rec.total.Load() == 50 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "the push consumer's pulls held at the broker", func() bool { return b.Held("T") == 4 })
 
 	start := time.Now()
 	if err := c.Close(); err != nil {
@@ -1025,23 +1068,23 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		t.Errorf("closing took %v", d)
 	}
 	<-pullDone
-	eventually(t, 5*time.Second, fmt.Sprintf("goroutines back to %d", base), func() bool {
-		return runtime.NumGoroutine() <= base
+	testwait.For(t, testwait.Wall, 5*time.Second, fmt.Sprintf("client goroutines back to %d", base), func() bool {
+		return clientGoroutines() <= base
 	})
 }
 
 func TestHeartbeatOnConnect(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	c, err := NewPullConsumer(b.Addr(), "G")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, 5*time.Second, "heartbeat", func() bool { return b.Heartbeats() >= 1 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "heartbeat", func() bool { return b.Heartbeats() >= 1 })
 }
 
 func TestFrameLimits(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	ctx := testCtx(t)
 	lim := protocol.DefaultLimits()
@@ -1059,6 +1102,7 @@ func TestFrameLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A response above the limit ends the connection before it is buffered.
+	b.WaitDispatched()
 	pc, err := NewPullConsumer(b.Addr(), "G", WithLimits(lim))
 	if err != nil {
 		t.Fatal(err)
@@ -1097,7 +1141,7 @@ func TestSendAsyncTimeoutConnectionLossAndVolume(t *testing.T) {
 		}
 	}
 	t.Run("timeout", func(t *testing.T) {
-		b := clienttest.NewBroker(t)
+		b := brokertest.Start(t)
 		b.CreateTopic("T", 2)
 		b.SetStall(protocol.CodeSendMessage, true)
 		p := newProducer(t, b, WithRetries(2), WithTimeout(150*time.Millisecond))
@@ -1114,17 +1158,17 @@ func TestSendAsyncTimeoutConnectionLossAndVolume(t *testing.T) {
 		}
 	})
 	t.Run("connection lost", func(t *testing.T) {
-		b := clienttest.NewBroker(t)
+		b := brokertest.Start(t)
 		b.CreateTopic("T", 2)
 		b.SetStall(protocol.CodeSendMessage, true)
 		p := newProducer(t, b, WithRetries(0), WithTimeout(time.Minute))
 		errs, _ := collect(t, p, 10, ToQueue(1))
-		eventually(t, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == 10 })
+		testwait.For(t, testwait.Wall, 5*time.Second, "sends reach the broker", func() bool { return b.Count(protocol.CodeSendMessage) == 10 })
 		b.DropConns()
 		wait(t, errs, 10, 5*time.Second, func(err error) bool { return errors.Is(err, ErrBrokerUnavailable) }, "ErrBrokerUnavailable")
 	})
 	t.Run("volume", func(t *testing.T) {
-		b := clienttest.NewBroker(t)
+		b := brokertest.Start(t)
 		b.CreateTopic("T", 4)
 		p := newProducer(t, b)
 		if _, err := p.Send(testCtx(t), msg("T", "route")); err != nil { // fetches the route

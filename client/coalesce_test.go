@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -41,14 +41,19 @@ func sendAsyncAll(t *testing.T, p *Producer, n int) []SendResult {
 // checkStored checks that each result names the message the broker stored
 // under its queue and offset (body and id), and that each queue holds its
 // messages in the order they were sent.
-func checkStored(t *testing.T, b *clienttest.Broker, results []SendResult) {
+func checkStored(t *testing.T, b *brokertest.Broker, results []SendResult) {
 	t.Helper()
 	last := map[int32]int{}
+	queues := map[int32][]protocol.MessageExt{}
 	for i, r := range results {
 		if r.Status != protocol.StatusOK || r.QueueID < 0 {
 			t.Fatalf("message %d: %+v", i, r)
 		}
-		stored := b.Messages("T", int(r.QueueID))
+		stored, ok := queues[r.QueueID]
+		if !ok {
+			stored = b.Messages("T", r.QueueID)
+			queues[r.QueueID] = stored
+		}
 		if r.QueueOffset < 0 || r.QueueOffset >= int64(len(stored)) {
 			t.Fatalf("message %d: offset %d outside queue %d of %d messages", i, r.QueueOffset, r.QueueID, len(stored))
 		}
@@ -65,7 +70,7 @@ func checkStored(t *testing.T, b *clienttest.Broker, results []SendResult) {
 
 func TestSendAsyncCoalescesIntoBatches(t *testing.T) {
 	const n = 3000
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b)
 	if _, err := p.Send(testCtx(t), msg("T", "route")); err != nil { // fetches the route; queue 0 offset 0
@@ -88,7 +93,7 @@ func TestSendAsyncCoalescesIntoBatches(t *testing.T) {
 }
 
 func TestSendCoalescingOff(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b, WithSendCoalescing(false))
 	if _, err := p.Send(testCtx(t), msg("T", "route")); err != nil {
@@ -105,7 +110,7 @@ func TestSendCoalescingOff(t *testing.T) {
 // messages is sent again on its own, so the others still get stored.
 func TestRefusedCoalescedBatchIsSentAgainMessageByMessage(t *testing.T) {
 	const n = 2000
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	b.SetStatusHook(func(code protocol.Code, _ int) protocol.Status {
 		if code == protocol.CodeSendBatchMessage {
@@ -134,7 +139,7 @@ func TestRefusedCoalescedBatchIsSentAgainMessageByMessage(t *testing.T) {
 // A batch still being gathered when the connection breaks fails its
 // messages like any request in flight: no callback is lost.
 func TestOpenBatchFailsWithTheConnection(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	p := newProducer(t, b, WithRetries(0), WithTimeout(time.Minute))
 	if _, err := p.Send(testCtx(t), msg("T", "route")); err != nil {

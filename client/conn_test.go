@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -64,17 +65,15 @@ func TestFullWriteBufferDrains(t *testing.T) {
 			t.Fatal("the write buffer never filled: 100 MB accepted by a peer that does not read")
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // heartbeats fall due while it is full
+	// A real socket held full: heartbeats (every 1 ms) must fall due while
+	// it is, and nothing observable marks that they did; 50 ms is dozens.
+	time.Sleep(50 * time.Millisecond)
 
 	var got countingWriter
 	go io.Copy(&got, srv)
 	want := int64(sent) * int64(len(body))
-	deadline := time.Now().Add(15 * time.Second)
-	for got.n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("the peer got %d bytes of the %d accepted sends (%d bytes of bodies): the writer stalled", got.n.Load(), sent, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(testwait.Wall, 15*time.Second, func() bool { return got.n.Load() >= want }) {
+		t.Fatalf("the peer got %d bytes of the %d accepted sends (%d bytes of bodies): the writer stalled", got.n.Load(), sent, want)
 	}
 	// And the connection still works.
 	if err := p.SendOneway(context.Background(), &protocol.Message{Topic: "T", Body: body}, ToQueue(0)); err != nil {

@@ -70,7 +70,5 @@
 // Admin.ListGroups and Admin.DescribeGroup show the groups, their members,
 // assignment and lag. WithDelayLevel and WithDeliverAt delay a send.
 //
-// Package clienttest holds an in-memory broker for tests.
-//
 // Imports: protocol and rebalance (plus std), and its own client/sendpath.
 package client

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -66,7 +67,7 @@ func groupOpts(id string, extra ...Option) []Option {
 		WithCommitInterval(100 * time.Millisecond), WithRetryLaterDelay(20 * time.Millisecond)}, extra...)
 }
 
-func startGroupConsumer(t *testing.T, b *clienttest.Broker, group, topic string, h Handler, opts ...Option) *PushConsumer {
+func startGroupConsumer(t *testing.T, b *brokertest.Broker, group, topic string, h Handler, opts ...Option) *PushConsumer {
 	t.Helper()
 	c, err := NewPushConsumer(b.Addr(), group, opts...)
 	if err != nil {
@@ -91,6 +92,17 @@ func sendN(t *testing.T, p *Producer, topic, prefix string, from, n int, opts ..
 	}
 }
 
+// shortDelays makes every delay level 10 ms: a message given back with
+// level 0 waits for level 3 + its reconsume times (10 s and more by
+// default) before it is redelivered.
+func shortDelays() brokertest.Option {
+	levels := make([]time.Duration, 18)
+	for i := range levels {
+		levels[i] = 10 * time.Millisecond
+	}
+	return brokertest.WithDelayLevels(levels...)
+}
+
 func topicQueues(refs []protocol.QueueRef, topic string) int {
 	n := 0
 	for _, r := range refs {
@@ -105,8 +117,7 @@ func topicQueues(refs []protocol.QueueRef, topic string) int {
 // every message is consumed once; when one member closes, its queues move
 // to the others and nothing is lost or repeated.
 func TestGroupSharesQueuesAndHandsOver(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 8)
 	p := newProducer(t, b)
 	rec := newGroupRecorder()
@@ -114,7 +125,7 @@ func TestGroupSharesQueuesAndHandsOver(t *testing.T) {
 	for _, id := range []string{"c1", "c2", "c3"} {
 		cs = append(cs, startGroupConsumer(t, b, "G", "T", rec.handler(id), groupOpts(id)...))
 	}
-	eventually(t, 5*time.Second, "every member owns queues of T", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "every member owns queues of T", func() bool {
 		sum := 0
 		for _, c := range cs {
 			n := topicQueues(c.Assignment(), "T")
@@ -126,7 +137,7 @@ func TestGroupSharesQueuesAndHandsOver(t *testing.T) {
 		return sum == 8
 	})
 	sendN(t, p, "T", "a", 0, 400)
-	eventually(t, 5*time.Second, "400 consumed", func() bool { return rec.distinct() == 400 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "400 consumed", func() bool { return rec.distinct() == 400 })
 	rec.mu.Lock()
 	for _, id := range []string{"c1", "c2", "c3"} {
 		if len(rec.by[id]) == 0 {
@@ -138,12 +149,13 @@ func TestGroupSharesQueuesAndHandsOver(t *testing.T) {
 	if err := cs[2].Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, "c1 and c2 own all 8 queues", func() bool {
+	testwait.For(t, testwait.Wall, 3*time.Second, "c1 and c2 own all 8 queues", func() bool {
 		return topicQueues(cs[0].Assignment(), "T")+topicQueues(cs[1].Assignment(), "T") == 8
 	})
 	sendN(t, p, "T", "b", 0, 200)
-	eventually(t, 5*time.Second, "600 consumed", func() bool { return rec.distinct() == 600 })
-	time.Sleep(200 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 5*time.Second, "600 consumed", func() bool { return rec.distinct() == 600 })
+	// Settled: every queue's pull is held at the end of its queue.
+	testwait.For(t, testwait.Wall, 5*time.Second, "every queue's pull held", func() bool { return b.Held("T") == 8 })
 	if d := rec.dups(); len(d) > 0 {
 		t.Errorf("duplicates: %v", d)
 	}
@@ -167,8 +179,7 @@ func TestGroupSharesQueuesAndHandsOver(t *testing.T) {
 // NOTIFY_CONSUMER_IDS_CHANGED makes the old member heartbeat and release,
 // and the release notification makes the new one heartbeat.
 func TestGroupNotifyRebalancesBeforeTheInterval(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(3 * time.Second)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(3*time.Second))
 	b.CreateTopic("T", 4)
 	rec := newGroupRecorder()
 	var revoked []protocol.QueueRef
@@ -178,10 +189,10 @@ func TestGroupNotifyRebalancesBeforeTheInterval(t *testing.T) {
 		revoked = append(revoked, r...)
 		mu.Unlock()
 	}))...)
-	eventually(t, 2*time.Second, "c1 owns 4 queues", func() bool { return topicQueues(c1.Assignment(), "T") == 4 })
+	testwait.For(t, testwait.Wall, 2*time.Second, "c1 owns 4 queues", func() bool { return topicQueues(c1.Assignment(), "T") == 4 })
 	start := time.Now()
 	c2 := startGroupConsumer(t, b, "G", "T", rec.handler("c2"), groupOpts("c2")...)
-	eventually(t, 2*time.Second, "c2 owns queues", func() bool {
+	testwait.For(t, testwait.Wall, 2*time.Second, "c2 owns queues", func() bool {
 		return topicQueues(c2.Assignment(), "T") > 0 && topicQueues(c1.Assignment(), "T") < 4
 	})
 	if d := time.Since(start); d > 1500*time.Millisecond {
@@ -199,8 +210,7 @@ func TestGroupNotifyRebalancesBeforeTheInterval(t *testing.T) {
 // topic with a growing reconsume count, and after maxReconsumeTimes it is
 // in the dead-letter topic.
 func TestGroupRetryLaterSendsBackUntilDLQ(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond), shortDelays())
 	b.CreateTopic("T", 2)
 	var mu sync.Mutex
 	var badSeen []int32
@@ -225,8 +235,11 @@ func TestGroupRetryLaterSendsBackUntilDLQ(t *testing.T) {
 	if _, err := p.Send(testCtx(t), msg("T", "bad")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the bad message in the DLQ", func() bool { return b.Total(protocol.DLQTopic("G")) == 1 })
-	time.Sleep(100 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 5*time.Second, "the bad message in the DLQ", func() bool { return b.Total(protocol.DLQTopic("G")) == 1 })
+	// Settled: the pulls of T and of the retry topic are held at their ends.
+	testwait.For(t, testwait.Wall, 5*time.Second, "every queue's pull held", func() bool {
+		return b.Held("T") == 2 && b.Held(protocol.RetryTopic("G")) == b.QueueCount(protocol.RetryTopic("G"))
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(badSeen, []int32{0, 1, 2}) {
@@ -236,8 +249,12 @@ func TestGroupRetryLaterSendsBackUntilDLQ(t *testing.T) {
 		t.Errorf("%d good deliveries, want 5", good)
 	}
 	sb := b.SendBacks()
-	if len(sb) != 3 || sb[0].DelayLevel != 0 || !sb[2].ToDLQ {
+	if len(sb) != 3 || sb[0].DelayLevel != 0 || sb[0].MaxReconsumeTimes != 2 {
 		t.Errorf("send-backs %+v", sb)
+	}
+	// Two retries went through the retry topic, the third to the DLQ.
+	if n := b.Total(protocol.RetryTopic("G")); n != 2 {
+		t.Errorf("%d messages in the retry topic, want 2", n)
 	}
 }
 
@@ -245,8 +262,7 @@ func TestGroupRetryLaterSendsBackUntilDLQ(t *testing.T) {
 // given back; the queue's committed offset moves past it, and the later
 // messages are not delivered again.
 func TestGroupAckTimeout(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond), shortDelays())
 	b.CreateTopic("T", 1)
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -267,7 +283,7 @@ func TestGroupAckTimeout(t *testing.T) {
 	startGroupConsumer(t, b, "G", "T", h, groupOpts("c1", WithAckTimeout(300*time.Millisecond))...)
 	p := newProducer(t, b)
 	sendN(t, p, "T", "m", 0, 10)
-	eventually(t, 5*time.Second, "m2 redelivered and the offset past it", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "m2 redelivered and the offset past it", func() bool {
 		mu.Lock()
 		n := seen["m2"]
 		mu.Unlock()
@@ -295,8 +311,7 @@ func btoi(b bool) int {
 // queue and redelivers the same message; after maxReconsumeTimes it goes to
 // the DLQ (delay level -1) and the queue moves on.
 func TestGroupOrderly(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 1)
 	var mu sync.Mutex
 	var seen []string
@@ -310,7 +325,9 @@ func TestGroupOrderly(t *testing.T) {
 		body := string(msgs[0].Body)
 		seen = append(seen, body)
 		mu.Unlock()
-		time.Sleep(time.Millisecond)
+		for range 100 { // room for an overlapping call to show
+			runtime.Gosched()
+		}
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
@@ -326,7 +343,7 @@ func TestGroupOrderly(t *testing.T) {
 		WithConsumeConcurrency(4), WithConsumeBatchSize(4))...)
 	p := newProducer(t, b)
 	sendN(t, p, "T", "o", 0, 8)
-	eventually(t, 5*time.Second, "all consumed", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "all consumed", func() bool {
 		off, ok := b.CommittedOffset("G", "T", 0)
 		return ok && off == 8
 	})
@@ -347,23 +364,22 @@ func TestGroupOrderly(t *testing.T) {
 // TestGroupBroadcasting: every member gets every message; offsets are kept
 // per member.
 func TestGroupBroadcasting(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 4)
 	rec := newGroupRecorder()
 	c1 := startGroupConsumer(t, b, "G", "T", rec.handler("b1"), groupOpts("b1", WithMessageModel(Broadcasting))...)
 	c2 := startGroupConsumer(t, b, "G", "T", rec.handler("b2"), groupOpts("b2", WithMessageModel(Broadcasting))...)
-	eventually(t, 3*time.Second, "both own all 4 queues", func() bool {
+	testwait.For(t, testwait.Wall, 3*time.Second, "both own all 4 queues", func() bool {
 		return topicQueues(c1.Assignment(), "T") == 4 && topicQueues(c2.Assignment(), "T") == 4
 	})
 	p := newProducer(t, b)
 	sendN(t, p, "T", "x", 0, 40)
-	eventually(t, 5*time.Second, "each got 40", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "each got 40", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.by["b1"]) == 40 && len(rec.by["b2"]) == 40 && rec.total == 80
 	})
-	eventually(t, 3*time.Second, "offsets per member", func() bool {
+	testwait.For(t, testwait.Wall, 3*time.Second, "offsets per member", func() bool {
 		sum := int64(0)
 		for q := int32(0); q < 4; q++ {
 			o1, ok1 := b.CommittedOffset("G#b1", "T", q)
@@ -384,14 +400,9 @@ func TestGroupBroadcasting(t *testing.T) {
 // long polls held at the broker waits for the calls (bounded), commits,
 // unregisters and leaves no goroutine behind.
 func TestGroupCloseReleasesPromptly(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 4)
-	settle := func() int {
-		time.Sleep(50 * time.Millisecond)
-		return runtime.NumGoroutine()
-	}
-	base := settle()
+	base := clientGoroutines()
 	release := make(chan struct{})
 	var mu sync.Mutex
 	done := 0
@@ -431,8 +442,8 @@ func TestGroupCloseReleasesPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Close()
-	eventually(t, 5*time.Second, "20 consumed", func() bool { mu.Lock(); defer mu.Unlock(); return done == 20 })
-	time.Sleep(50 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 5*time.Second, "20 consumed", func() bool { mu.Lock(); defer mu.Unlock(); return done == 20 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "every queue's pull held", func() bool { return b.Held("T") == 4 })
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -453,22 +464,21 @@ func TestGroupCloseReleasesPromptly(t *testing.T) {
 		t.Errorf("members after Close: %v", m)
 	}
 	close(release)
-	eventually(t, 5*time.Second, fmt.Sprintf("goroutines back to %d", base), func() bool {
-		return runtime.NumGoroutine() <= base
+	testwait.For(t, testwait.Wall, 5*time.Second, fmt.Sprintf("client goroutines back to %d", base), func() bool {
+		return clientGoroutines() <= base
 	})
 }
 
 func TestGroupAdmin(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 2)
 	p := newProducer(t, b)
 	sendN(t, p, "T", "x", 0, 6)
 	rec := newGroupRecorder()
 	startGroupConsumer(t, b, "G", "T", rec.handler("c1"), groupOpts("c1")...)
-	eventually(t, 5*time.Second, "consumed", func() bool { return rec.distinct() == 6 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "consumed", func() bool { return rec.distinct() == 6 })
 	a := newAdmin(t, b)
-	eventually(t, 5*time.Second, "lag 0", func() bool {
+	testwait.For(t, testwait.Wall, 5*time.Second, "lag 0", func() bool {
 		gs, err := a.ListGroups(testCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -487,8 +497,11 @@ func TestGroupAdmin(t *testing.T) {
 	}
 }
 
+// TestDelaySendOptions: a message with a delay level or a delivery time
+// waits in the broker's schedule topic (queue level-1, or the last one
+// for a time) and reaches its topic when due on the broker's clock.
 func TestDelaySendOptions(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	p := newProducer(t, b)
 	at := time.UnixMilli(1_900_000_000_000)
@@ -501,14 +514,26 @@ func TestDelaySendOptions(t *testing.T) {
 	if _, err := p.Send(testCtx(t), msg("T", "c"), WithDelayLevel(19)); err == nil {
 		t.Error("delay level 19 accepted")
 	}
-	ms := b.Messages("T", 0)
-	if len(ms) != 2 || ms[0].Property(protocol.PropertyDelay) != "3" || ms[1].Property(protocol.PropertyTimerDeliverMs) != "1900000000000" {
-		t.Errorf("stored %v", ms)
+	if n := b.Total("T"); n != 0 {
+		t.Errorf("%d messages in T before they are due", n)
+	}
+	level := b.Messages(protocol.ScheduleTopic, 2)
+	if len(level) != 1 || string(level[0].Body) != "a" || level[0].Property(protocol.PropertyDelay) != "3" {
+		t.Errorf("waiting for level 3: %v", level)
+	}
+	timed := b.Messages(protocol.ScheduleTopic, 18)
+	if len(timed) != 1 || string(timed[0].Body) != "b" || timed[0].Property(protocol.PropertyTimerDeliverMs) != "1900000000000" {
+		t.Errorf("waiting for a time: %v", timed)
+	}
+	b.Clock().Advance(10 * time.Second) // level 3
+	testwait.For(t, testwait.Wall, 5*time.Second, "the level-3 message in T", func() bool { return b.Total("T") == 1 })
+	if ms := b.Messages("T", 0); len(ms) != 1 || string(ms[0].Body) != "a" {
+		t.Errorf("delivered %v, want a", ms)
 	}
 }
 
 func TestGroupOptionValidation(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	for _, o := range []Option{WithConsumeConcurrency(-1), WithMaxReconsumeTimes(-1), WithAckTimeout(-time.Second),
 		WithAllocateStrategy("RANDOM"), WithMessageModel(7)} {
 		if c, err := NewPushConsumer(b.Addr(), "G", o); err == nil {
@@ -522,20 +547,19 @@ func TestGroupOptionValidation(t *testing.T) {
 // member stops consuming every queue (the broker would give them to others
 // soon); when they are answered again it gets them back.
 func TestGroupLeaseExpiry(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 2)
 	rec := newGroupRecorder()
 	c := startGroupConsumer(t, b, "G", "T", rec.handler("c1"), groupOpts("c1", WithTimeout(300*time.Millisecond))...)
-	eventually(t, 3*time.Second, "2 queues", func() bool { return topicQueues(c.Assignment(), "T") == 2 })
+	testwait.For(t, testwait.Wall, 3*time.Second, "2 queues", func() bool { return topicQueues(c.Assignment(), "T") == 2 })
 	b.SetStall(protocol.CodeHeartbeat, true)
 	start := time.Now()
-	eventually(t, 3*time.Second, "every queue released", func() bool { return len(c.Assignment()) == 0 })
+	testwait.For(t, testwait.Wall, 3*time.Second, "every queue released", func() bool { return len(c.Assignment()) == 0 })
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("released after %v", d)
 	}
 	b.SetStall(protocol.CodeHeartbeat, false)
-	eventually(t, 5*time.Second, "queues back", func() bool { return topicQueues(c.Assignment(), "T") == 2 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "queues back", func() bool { return topicQueues(c.Assignment(), "T") == 2 })
 	sendN(t, newProducer(t, b), "T", "x", 0, 10)
-	eventually(t, 5*time.Second, "consumed", func() bool { return rec.distinct() == 10 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "consumed", func() bool { return rec.distinct() == 10 })
 }

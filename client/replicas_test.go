@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
 // replicaOpts make failover and the return to the master quick.
-func replicaOpts(slave *clienttest.Broker) []Option {
+func replicaOpts(slave *brokertest.Broker) []Option {
 	return []Option{
 		WithSlaveAddrs(slave.Addr()),
 		WithMasterRetryInterval(200 * time.Millisecond),
@@ -23,8 +23,25 @@ func replicaOpts(slave *clienttest.Broker) []Option {
 	}
 }
 
+// startPair starts a master and a slave replicating from it.
+func startPair(t *testing.T) (m, s *brokertest.Broker) {
+	t.Helper()
+	m = brokertest.Start(t)
+	return m, brokertest.Start(t, brokertest.SlaveOf(m))
+}
+
+// waitSynced waits until the slave holds every message of topic the
+// master holds, queue by queue.
+func waitSynced(t *testing.T, m, s *brokertest.Broker, topic string) {
+	t.Helper()
+	testwait.For(t, testwait.Wall, 5*time.Second, "the slave caught up on "+topic, func() bool {
+		want := m.Total(topic)
+		return want > 0 && s.Total(topic) == want
+	})
+}
+
 // fill sends n messages to queue q of topic on b, bodies prefix-i.
-func fill(t *testing.T, b *clienttest.Broker, topic string, q int32, prefix string, from, n int) {
+func fill(t *testing.T, b *brokertest.Broker, topic string, q int32, prefix string, from, n int) {
 	t.Helper()
 	p := newProducer(t, b)
 	for i := from; i < from+n; i++ {
@@ -64,12 +81,15 @@ func TestPullConsumerReplicaRouting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, s := clienttest.NewBroker(t), clienttest.NewBroker(t)
+			t.Parallel()
+			m, s := startPair(t)
 			m.CreateTopic("T", 1)
 			fill(t, m, "T", 0, "x", 0, 30-tt.slaveLacks)
-			s.SyncFrom(m)
+			waitSynced(t, m, s, "T")
 			if tt.slaveLacks > 0 {
+				s.SetReplicating(false)
 				fill(t, m, "T", 0, "x", 30-tt.slaveLacks, tt.slaveLacks)
+				m.WaitDispatched()
 			}
 			m.SetPullSuggestion(tt.suggest)
 			if tt.masterDown {
@@ -130,7 +150,7 @@ func TestPullConsumerReplicaRouting(t *testing.T) {
 			if err := pc.CommitOffset(ctx, "T", 0, 30); err != nil {
 				t.Fatal(err)
 			}
-			on := map[string]*clienttest.Broker{"m": m, "s": s}[tt.wantCommit]
+			on := map[string]*brokertest.Broker{"m": m, "s": s}[tt.wantCommit]
 			if off, ok := on.CommittedOffset("G", "T", 0); !ok || off != 30 {
 				t.Errorf("commit on %s: %d, %v; want 30", tt.wantCommit, off, ok)
 			}
@@ -146,12 +166,11 @@ func TestPullConsumerReplicaRouting(t *testing.T) {
 // master is down, and returns to the master when it is back, delivering
 // every message exactly once.
 func TestPushConsumerFailsOverToSlaveAndBack(t *testing.T) {
-	m, s := clienttest.NewBroker(t), clienttest.NewBroker(t)
+	m, s := startPair(t)
 	m.CreateTopic("T", 2)
 	for q := range int32(2) {
 		fill(t, m, "T", q, fmt.Sprintf("a%d", q), 0, 10)
 	}
-	s.SyncFrom(m)
 	ctx := testCtx(t)
 
 	var mu sync.Mutex
@@ -184,11 +203,11 @@ func TestPushConsumerFailsOverToSlaveAndBack(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "20 messages from the master", func() bool { return total() == 20 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "20 messages from the master", func() bool { return total() == 20 })
 	if n := s.Count(protocol.CodePullMessage); n != 0 {
 		t.Errorf("%d pulls reached the slave while the master was up", n)
 	}
-	committed := func(b *clienttest.Broker, want int64) func() bool {
+	committed := func(b *brokertest.Broker, want int64) func() bool {
 		return func() bool {
 			for q := range int32(2) {
 				if off, ok := b.CommittedOffset("G", "T", q); !ok || off != want {
@@ -198,28 +217,38 @@ func TestPushConsumerFailsOverToSlaveAndBack(t *testing.T) {
 			return true
 		}
 	}
-	eventually(t, 5*time.Second, "offsets 10 committed on the master", committed(m, 10))
+	testwait.For(t, testwait.Wall, 5*time.Second, "offsets 10 committed on the master", committed(m, 10))
 
-	// The master dies; what it had replicated is on the slave.
-	m.Stop()
+	// 20 more reach the master and its slave, but no consumer: the
+	// master's pulls go unanswered. Then the master dies; the consumer
+	// reads them from the slave.
+	m.SetStall(protocol.CodePullMessage, true)
+	testwait.For(t, testwait.Wall, 5*time.Second, "the master's held pulls answered", func() bool { return m.Held("T") == 0 })
 	for q := range int32(2) {
-		fill(t, s, "T", q, fmt.Sprintf("b%d", q), 10, 10)
+		fill(t, m, "T", q, fmt.Sprintf("b%d", q), 10, 10)
 	}
-	eventually(t, 5*time.Second, "20 more messages from the slave", func() bool { return total() == 40 })
-	eventually(t, 5*time.Second, "offsets 20 committed on the slave", committed(s, 20))
+	waitSynced(t, m, s, "T")
+	if n := total(); n != 20 {
+		t.Fatalf("%d consumed while the master's pulls were stalled, want 20", n)
+	}
+	m.Stop()
+	m.SetStall(protocol.CodePullMessage, false)
+	testwait.For(t, testwait.Wall, 5*time.Second, "20 more messages from the slave", func() bool { return total() == 40 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "offsets 20 committed on the slave", committed(s, 20))
 
-	// The master comes back with the same log (it had those messages).
-	m.SyncFrom(s)
+	// The master comes back with its log; every queue's pulls return to
+	// it (two pulls of a queue on the master: the first was answered).
 	m.Restart()
-	masterPulls := m.Count(protocol.CodePullMessage)
-	eventually(t, 5*time.Second, "pulls back on the master", func() bool { return m.Count(protocol.CodePullMessage) > masterPulls+2 })
-	time.Sleep(400 * time.Millisecond) // longer than a slave long poll
+	back := [2]int{m.PullCount("T", 0), m.PullCount("T", 1)}
+	testwait.For(t, testwait.Wall, 5*time.Second, "pulls of both queues back on the master", func() bool {
+		return m.PullCount("T", 0) >= back[0]+2 && m.PullCount("T", 1) >= back[1]+2
+	})
 	slavePulls := s.Count(protocol.CodePullMessage)
 	for q := range int32(2) {
 		fill(t, m, "T", q, fmt.Sprintf("c%d", q), 20, 10)
 	}
-	eventually(t, 5*time.Second, "20 more messages from the master", func() bool { return total() == 60 })
-	eventually(t, 5*time.Second, "offsets 30 committed on the master", committed(m, 30))
+	testwait.For(t, testwait.Wall, 5*time.Second, "20 more messages from the master", func() bool { return total() == 60 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "offsets 30 committed on the master", committed(m, 30))
 	if n := s.Count(protocol.CodePullMessage); n != slavePulls {
 		t.Errorf("%d pulls reached the slave after the master returned", n-slavePulls)
 	}
@@ -241,14 +270,18 @@ func TestPushConsumerFailsOverToSlaveAndBack(t *testing.T) {
 // TestPushConsumerStartsOnSlave: with the master down, Start reads the
 // topic and the committed offsets from the slave.
 func TestPushConsumerStartsOnSlave(t *testing.T) {
-	m, s := clienttest.NewBroker(t), clienttest.NewBroker(t)
+	m, s := startPair(t)
 	m.CreateTopic("T", 1)
 	fill(t, m, "T", 0, "x", 0, 10)
 	a := newAdmin(t, m)
 	if err := a.UpdateConsumerOffset(testCtx(t), "G", "T", 0, 4); err != nil {
 		t.Fatal(err)
 	}
-	s.SyncFrom(m)
+	waitSynced(t, m, s, "T")
+	testwait.For(t, testwait.Wall, 5*time.Second, "the committed offset on the slave", func() bool {
+		off, ok := s.CommittedOffset("G", "T", 0)
+		return ok && off == 4
+	})
 	m.Stop()
 	rec := newPushRecorder()
 	c, err := NewPushConsumer(m.Addr(), "G", append(replicaOpts(s), WithPullSuspend(200*time.Millisecond))...)
@@ -262,7 +295,7 @@ func TestPushConsumerStartsOnSlave(t *testing.T) {
 	if err := c.Start(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "6 messages from offset 4", func() bool { return rec.total.Load() == 6 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "6 messages from offset 4", func() bool { return rec.total.Load() == 6 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +305,7 @@ func TestPushConsumerStartsOnSlave(t *testing.T) {
 }
 
 func TestSlaveOptionValidation(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	if _, err := NewPullConsumer(b.Addr(), "G", WithSlaveAddrs("")); err == nil {
 		t.Error("empty slave address accepted")
 	}
@@ -284,16 +317,12 @@ func TestSlaveOptionValidation(t *testing.T) {
 // TestNoGoroutineLeaksWithSlaves: consumers that failed over to a slave
 // and back leave no goroutine behind.
 func TestNoGoroutineLeaksWithSlaves(t *testing.T) {
-	m, s := clienttest.NewBroker(t), clienttest.NewBroker(t)
+	m, s := startPair(t)
 	m.CreateTopic("T", 2)
 	fill(t, m, "T", 0, "x", 0, 5)
-	s.SyncFrom(m)
+	waitSynced(t, m, s, "T")
 	ctx := testCtx(t)
-	settle := func() int {
-		time.Sleep(50 * time.Millisecond)
-		return runtime.NumGoroutine()
-	}
-	base := settle()
+	base := clientGoroutines()
 
 	rec := newPushRecorder()
 	c, err := NewPushConsumer(m.Addr(), "G", append(replicaOpts(s), WithConsumeFrom(ConsumeFromFirst), WithPullSuspend(10*time.Second))...)
@@ -310,19 +339,22 @@ func TestNoGoroutineLeaksWithSlaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "consumed", func() bool { return rec.total.Load() == 5 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "consumed", func() bool { return rec.total.Load() == 5 })
 	m.Stop()
 	if _, err := pc.Pull(ctx, "T", 0, 0, 1, PullOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "pulls on the slave", func() bool { return s.Count(protocol.CodePullMessage) >= 2 })
+	testwait.For(t, testwait.Wall, 5*time.Second, "pulls on the slave", func() bool { return s.Count(protocol.CodePullMessage) >= 2 })
 	// A long poll held at the slave when the consumers close.
 	pullDone := make(chan error, 1)
+	held := s.Pending(protocol.CodePullMessage)
 	go func() {
 		_, err := pc.Pull(ctx, "T", 1, 0, 1, PullOptions{Suspend: 10 * time.Second})
 		pullDone <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testwait.For(t, testwait.Wall, 5*time.Second, "the long poll held at the slave", func() bool {
+		return s.Pending(protocol.CodePullMessage) > held
+	})
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -332,7 +364,7 @@ func TestNoGoroutineLeaksWithSlaves(t *testing.T) {
 		t.Errorf("closing took %v", d)
 	}
 	<-pullDone
-	eventually(t, 5*time.Second, fmt.Sprintf("goroutines back to %d", base), func() bool {
-		return runtime.NumGoroutine() <= base
+	testwait.For(t, testwait.Wall, 5*time.Second, fmt.Sprintf("client goroutines back to %d", base), func() bool {
+		return clientGoroutines() <= base
 	})
 }

@@ -206,8 +206,7 @@ func (s *Server) Addr() string {
 
 // Stop shuts the server down: new connections are refused, every open
 // connection is closed (the handler sees Disconnected for each) and the
-// event loops exit. gnet polls for the end every 500 ms, so Stop takes at
-// least that long. It returns ctx's error if ctx ends first. Stop on a
+// event loops exit. It returns ctx's error if ctx ends first. Stop on a
 // server that is not running is a no-op.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
@@ -221,7 +220,23 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if err := eng.Stop(ctx); err != nil {
+	// gnet's Stop polls for the end every 500 ms; the engine's end is
+	// known at once from done (gnet.Run returns once it is shut down), so
+	// that cuts the poll short.
+	pollCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-done:
+		case <-pollCtx.Done():
+		}
+		cancel()
+	}()
+	err := eng.Stop(pollCtx)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("netio: stop: %w", ctx.Err())
+	case err != nil && !errors.Is(err, context.Canceled): // not the cut above
 		return fmt.Errorf("netio: stop: %w", err)
 	}
 	select {

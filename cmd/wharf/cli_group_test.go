@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -16,8 +16,7 @@ import (
 // TestCLIGroupListDescribe: two `consume` members of one group share a
 // topic on the fake broker; group list and describe show them.
 func TestCLIGroupListDescribe(t *testing.T) {
-	b := clienttest.NewBroker(t)
-	b.SetHeartbeatInterval(100 * time.Millisecond)
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 4)
 
 	out, errOut, err := runCLI(t, "group", "list", "--broker", b.Addr())
@@ -98,7 +97,7 @@ func TestCLIGroupListDescribe(t *testing.T) {
 }
 
 func TestCLIProduceDelayFlags(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	if _, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "1", "--delay-level", "3"); err != nil {
 		t.Fatal(err)
@@ -106,9 +105,12 @@ func TestCLIProduceDelayFlags(t *testing.T) {
 	if _, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "1", "--deliver-at", "2030-01-02T03:04:05Z"); err != nil {
 		t.Fatal(err)
 	}
-	ms := b.Messages("T", 0)
-	if len(ms) != 2 || ms[0].Property(protocol.PropertyDelay) != "3" || ms[1].Property(protocol.PropertyTimerDeliverMs) != "1893553445000" {
-		t.Errorf("stored %v", ms)
+	// Both wait in the schedule topic: level 3 in its queue 2, a time in
+	// the queue after the levels'.
+	level, timed := b.Messages(protocol.ScheduleTopic, 2), b.Messages(protocol.ScheduleTopic, 18)
+	if len(level) != 1 || level[0].Property(protocol.PropertyDelay) != "3" ||
+		len(timed) != 1 || timed[0].Property(protocol.PropertyTimerDeliverMs) != "1893553445000" {
+		t.Errorf("waiting: %v and %v", level, timed)
 	}
 	for _, args := range [][]string{{"--delay-level", "19"}, {"--deliver-at", "tomorrow"}, {"--deliver-at", "+-1s"},
 		{"--delay-level", "1", "--deliver-at", "+1s"}} {

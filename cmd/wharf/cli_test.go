@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -86,7 +86,7 @@ func readLines(t *testing.T, path string) []string {
 }
 
 func TestProduceConsumeQueryEndToEnd(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	out, stderr, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "500", "--size", "64",
@@ -121,7 +121,7 @@ func TestProduceConsumeQueryEndToEnd(t *testing.T) {
 			firstID = f[1]
 		}
 	}
-	for q := range 4 {
+	for q := range int32(4) {
 		for _, m := range b.Messages("T", q) {
 			if len(m.Body) != 64 || m.Tags() != "x" {
 				t.Fatalf("stored message %+v", m)
@@ -185,7 +185,7 @@ func TestProduceConsumeQueryEndToEnd(t *testing.T) {
 }
 
 func TestProduceBatchAndHumanSummary(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	out, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "95", "--batch", "10", "--queue", "1", "--keys-out", keys)
@@ -218,7 +218,7 @@ func TestProduceBatchAndHumanSummary(t *testing.T) {
 }
 
 func TestProduceCountsUnconfirmedAsFailed(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	b.SetStatusHook(func(code protocol.Code, n int) protocol.Status {
 		if code == protocol.CodeSendMessage && n%4 == 0 {
@@ -248,7 +248,7 @@ func TestProduceCountsUnconfirmedAsFailed(t *testing.T) {
 }
 
 func TestProduceStopsWhenBrokerGoes(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 4)
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	go func() {
@@ -274,9 +274,10 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 	if int64(len(lines)) != rep.Acked {
 		t.Fatalf("%d key lines, %d acked", len(lines), rep.Acked)
 	}
-	// Every acked message is stored.
+	// Every acked message is stored (and kept across the clean stop).
+	b.Restart()
 	stored := map[string]bool{}
-	for q := range 4 {
+	for q := range int32(4) {
 		for _, m := range b.Messages("T", q) {
 			stored[m.Keys()[0]] = true
 		}
@@ -289,7 +290,7 @@ func TestProduceStopsWhenBrokerGoes(t *testing.T) {
 }
 
 func TestConsumeStopsWhenBrokerGoes(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 2)
 	go func() {
 		// Consuming: the pulls of both queues have reached the broker.
@@ -312,7 +313,7 @@ func TestConsumeStopsWhenBrokerGoes(t *testing.T) {
 }
 
 func TestProduceInterrupted(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	b.CreateTopic("T", 1)
 	go func() {
 		// 100 messages, however they were batched: produce has its signal
@@ -336,7 +337,7 @@ func TestProduceInterrupted(t *testing.T) {
 }
 
 func TestTopicCommands(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	out, _, err := runCLI(t, "topic", "create", "--broker", b.Addr(), "--topic", "A", "--queues", "3", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestTopicCommands(t *testing.T) {
 }
 
 func TestFlagValidation(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	tests := [][]string{
 		{"produce"},
 		{"produce", "--topic", "T", "--count", "0"},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wharfmq/wharf/client/clienttest"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -31,7 +31,7 @@ func runBrokerCLI(t *testing.T, args ...string) (string, error) {
 // TestRoleCLIFlags: bad flag combinations are refused with what is wrong
 // and never reach the broker.
 func TestRoleCLIFlags(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -57,14 +57,14 @@ func TestRoleCLIFlags(t *testing.T) {
 // TestRoleCLIOutput: the role is set (case-insensitively) and the status
 // afterwards printed as JSON or tables.
 func TestRoleCLIOutput(t *testing.T) {
-	b := clienttest.NewBroker(t)
+	b := brokertest.Start(t)
 	out, err := runBrokerCLI(t, "role", "--broker", b.Addr(), "--set", "slave", "--master", "127.0.0.1:10912", "--broker-id", "2", "--json")
 	if err != nil {
 		t.Fatalf("role --set slave: %v\n%s", err, out)
 	}
 	var st roleJSON
 	lastJSON(t, out, &st)
-	if st.PreviousRole != "ASYNC_MASTER" || st.Role != "SLAVE" || st.BrokerID != 2 || st.BrokerName != "fake" {
+	if st.PreviousRole != "ASYNC_MASTER" || st.Role != "SLAVE" || st.BrokerID != 2 || st.BrokerName != "broker-a" {
 		t.Errorf("role --json = %+v", st)
 	}
 	out, err = runBrokerCLI(t, "role", "--broker", b.Addr(), "--set", "SYNC_MASTER")

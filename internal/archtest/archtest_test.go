@@ -129,8 +129,6 @@ var funcDebt = map[string]string{
 	"netio:(*conn).write":              "inflight accounting, direct write, writev batching and the outbound limit inline",
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
 	// The client's fake broker (a test helper compiled as code).
-	"client/clienttest:(*Broker).handle":            "the fake broker's request switch, a case per code",
-	"client/clienttest:(*Broker).handleGroupLocked": "the fake broker's group request switch, a case per code",
 	// The simulator.
 	"sim:Run":          "one seed's setup, run, crash phases and checks in sequence",
 	"sim:(*Sim).onAck": "every acknowledgement check at the instant of the answer",
