@@ -187,10 +187,19 @@ func (c *Client) body(key string) []byte {
 		n = 4096 + c.s.w.rng.Intn(12<<10)
 	}
 	b := make([]byte, n)
-	copy(b, key)
-	for i := len(key); i < n; i++ {
-		b[i] = byte(c.s.w.rng.Intn(256))
+	// The bytes only need to differ between messages (a mix-up or a torn
+	// record must show): one draw seeds a cheap generator, instead of a
+	// draw per byte, which was a fifth of the simulator's time.
+	x := c.s.w.rng.Uint64() | 1
+	for i := 0; i < n; i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(x >> (8 * j))
+		}
 	}
+	copy(b, key)
 	return b
 }
 

@@ -86,6 +86,14 @@ func ScenarioByName(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
+// ScenarioOf is the scenario a seed runs when none is named: seed mod the
+// number of scenarios, so that any len(Scenarios) consecutive seeds run
+// every scenario once.
+func ScenarioOf(seed int64) Scenario {
+	n := int64(len(Scenarios))
+	return Scenarios[((seed%n)+n)%n]
+}
+
 // Options configure one run.
 type Options struct {
 	Seed     int64
@@ -220,7 +228,7 @@ func Run(opt Options) (res *Result) {
 			return &Result{Seed: opt.Seed, Violations: []string{fmt.Sprintf("unknown scenario %q", opt.Scenario)}}
 		}
 	} else {
-		sc = Scenarios[w.rng.Intn(len(Scenarios))]
+		sc = ScenarioOf(opt.Seed)
 	}
 	scenario = sc.Name
 	if sc.Duration == 0 {
