@@ -70,7 +70,13 @@ type Node struct {
 	scfg   storage.Config
 	faults actors.Faults // planted bugs (Options.Bug)
 
+	g     *brokerGroup
+	drift time.Duration // its clock's offset from virtual time
+
 	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
+	reported    int64                                       // a slave: the highest log end any incarnation reported
+	crashAt     time.Time                                   // a slave: its last crash
+	refused     bool                                        // a slave: its master refused it (diverged logs)
 	up          bool
 	stallUntil  time.Time // injected disk stall
 	failFsync   bool      // injected fsync errors
@@ -118,7 +124,7 @@ func (n *Node) start() error {
 	n.w.Tracef("%s start: %s", n.name, rep)
 	own := n.own()
 	env := actors.Env{
-		Clock:      n.w.clock(own),
+		Clock:      driftClock{n.w.clock(own), n.drift},
 		Dispatcher: n.w.dispatcher(own),
 		RunIO: func(fn func()) {
 			lat := n.disk.sample(n.w)
@@ -158,6 +164,12 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 	n.wrapFS()
 	n.store, n.broker = nil, nil
 	n.stallUntil, n.failFsync = time.Time{}, false
+}
+
+// windowBound is the longest an appended byte may stay unflushed under
+// ASYNC_FLUSH: an interval plus the longest normal fsync of this disk.
+func (n *Node) windowBound() time.Duration {
+	return n.acfg.FlushIntervalCommitLog + n.disk.maxNormal() + 20*time.Millisecond
 }
 
 // trackWindow follows the ASYNC_FLUSH unflushed window: it returns how long

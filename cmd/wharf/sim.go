@@ -171,7 +171,7 @@ func runSim(cmd *cobra.Command, r simRun) error {
 				results[i] = res
 				done++
 				if res.Failed() {
-					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n", res.Seed, res.Scenario, res.Violations[0])
+					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n     config %s\n", res.Seed, res.Scenario, res.Violations[0], res.Config)
 					for _, v := range res.Violations[1:min(len(res.Violations), 5)] {
 						fmt.Fprintf(errOut, "     %s\n", v)
 					}
@@ -209,12 +209,11 @@ func runSim(cmd *cobra.Command, r simRun) error {
 			sum.Failures++
 			sum.FailedSeeds = append(sum.FailedSeeds, res.Seed)
 		}
-		if res.AckLatency != nil {
-			mode := string(res.Mode)
+		for mode, h := range res.ByMode {
 			if hists[mode] == nil {
 				hists[mode] = hdrhistogram.New(1, 60_000_000, 3)
 			}
-			hists[mode].Merge(res.AckLatency)
+			hists[mode].Merge(h)
 		}
 	}
 	if r.single {

@@ -128,9 +128,6 @@ var funcDebt = map[string]string{
 	// The client's fake broker (a test helper compiled as code).
 	"client/clienttest:(*Broker).handle":            "the fake broker's request switch, a case per code",
 	"client/clienttest:(*Broker).handleGroupLocked": "the fake broker's group request switch, a case per code",
-	// The simulator.
-	"sim:Run":          "one seed's setup, run, crash phases and checks in sequence",
-	"sim:(*Sim).onAck": "every acknowledgement check at the instant of the answer",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 	"cmd/wharf:runConsume":                   "flags, consumer setup, progress and output of `wharf consume`",
 	"cmd/wharf:runProduce":                   "flags, producer setup, progress and output of `wharf produce`",
