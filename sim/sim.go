@@ -33,14 +33,14 @@ const (
 
 // Scenario is one shape of run; the seed fills in the details.
 type Scenario struct {
-	Name      string
-	Flush     actors.FlushDiskType
+	Name  string
+	Flush actors.FlushDiskType
 	// Role is the masters' brokerRole a replication scenario needs (every
 	// group then has 1-2 slaves); "" lets the seed choose the slaves (0-2
 	// per group) and, with slaves, the role.
 	Role      string
 	NoSlaves  bool // no group has slaves (the seed chooses the rest)
-	Members   int    // consumer group members (push consumers coordinated by the broker)
+	Members   int  // consumer group members (push consumers coordinated by the broker)
 	Clients   []ClientKind
 	Faults    []Fault
 	Duration  time.Duration // virtual time of load
@@ -177,8 +177,8 @@ type Sim struct {
 	planted        Planted // the bug of the run, in every node and member
 	members        []*GroupMember
 	memberSeq      int
-	groupCommitted map[memberQueue]int64 // highest group commit the broker acknowledged
-	groupConsumed  map[string]bool       // keys the group consumed
+	groupCommitted map[memberQueue]int64  // highest group commit the broker acknowledged
+	groupConsumed  map[string]bool        // keys the group consumed
 	ownerSeen      map[memberQueue]string // checkOwners' scratch map
 	waits          []rebalanceWait
 }
