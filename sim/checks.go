@@ -220,12 +220,15 @@ func (s *Sim) checkRecovered(g *brokerGroup, flushedAtCrash int64, flushFailed b
 // under SYNC_MASTER is on inSyncReplicas-1 slaves, byte for byte (a slave
 // that crashed after the acknowledgement, or is down, is excused: two
 // failures).
-func (s *Sim) checkSlavesHaveAcked(g *brokerGroup) {
+func (s *Sim) checkSlavesHaveAcked(g *brokerGroup, keys []string) {
 	need := g.spec.InSyncReplicas - 1
 	if g.spec.Role != actors.RoleSyncMaster || need < 1 || !g.master.up {
 		return
 	}
-	for _, k := range sortedSent(s.sent) {
+	if keys == nil {
+		keys = sortedSent(s.sent)
+	}
+	for _, k := range keys {
 		sm := s.sent[k]
 		if sm.g != g || !sm.acked || sm.lost || !sm.ackAt.After(time.Time{}) {
 			continue
@@ -278,16 +281,17 @@ func (s *Sim) checkSlavePrefix(g *brokerGroup, sl *Node) {
 // finalCheck checks each master's store on a copy of its disk as it is,
 // and each slave against its master.
 func (s *Sim) finalCheck() {
+	keys := sortedSent(s.sent)
 	for _, g := range s.groups {
 		for _, sl := range g.slaves {
 			s.checkSlavePrefix(g, sl)
 		}
-		s.checkSlavesHaveAcked(g)
-		s.checkFinalStore(g)
+		s.checkSlavesHaveAcked(g, keys)
+		s.checkFinalStore(g, keys)
 	}
 }
 
-func (s *Sim) checkFinalStore(g *brokerGroup) {
+func (s *Sim) checkFinalStore(g *brokerGroup, keys []string) {
 	n := g.master
 	if !n.up {
 		return
@@ -300,7 +304,7 @@ func (s *Sim) checkFinalStore(g *brokerGroup) {
 	}
 	checkStructure(s.w, st)
 	cl := st.CommitLog()
-	for _, k := range sortedSent(s.sent) {
+	for _, k := range keys {
 		sm := s.sent[k]
 		if sm.g != g || !sm.acked || sm.lost {
 			continue

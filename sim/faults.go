@@ -148,7 +148,7 @@ func (s *Sim) crashAndRestart(g *brokerGroup, opts vfs.CrashOptions, down time.D
 	n := g.master
 	flushed := n.store.CommitLog().FlushedOffset()
 	failed := n.store.CommitLog().Err() != nil
-	s.checkSlavesHaveAcked(g)
+	s.checkSlavesHaveAcked(g, nil)
 	n.crash(opts)
 	s.resetLinks(g, n)
 	// The clients' connections are reset (the peer's kernel answers RST).

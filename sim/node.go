@@ -33,10 +33,12 @@ func DefaultDisk() DiskModel {
 		FsyncMin: 50 * time.Microsecond, StallProb: 0.002, StallMax: 20 * time.Millisecond}
 }
 
-// sample draws one fsync latency.
-func (d DiskModel) sample(w *World) time.Duration {
-	// log-normal: p99 = p50 * exp(2.326 sigma)
-	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
+// sigma is the log-normal's: p99 = p50 * exp(2.326 sigma).
+func (d DiskModel) sigma() float64 { return math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326 }
+
+// sample draws one fsync latency; sigma is d.sigma() (computed once per
+// node: this runs for every fsync).
+func (d DiskModel) sample(w *World, sigma float64) time.Duration {
 	v := time.Duration(float64(d.FsyncP50) * math.Exp(sigma*w.rng.NormFloat64()))
 	v = max(v, d.FsyncMin)
 	if d.StallProb > 0 && w.rng.Float64() < d.StallProb {
@@ -48,8 +50,7 @@ func (d DiskModel) sample(w *World) time.Duration {
 // maxNormal is the longest fsync the model produces without an injected
 // stall fault.
 func (d DiskModel) maxNormal() time.Duration {
-	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
-	return time.Duration(float64(d.FsyncP50)*math.Exp(sigma*6)) + d.StallMax
+	return time.Duration(float64(d.FsyncP50)*math.Exp(d.sigma()*6)) + d.StallMax
 }
 
 var errEIO = errors.New("EIO: simulated fsync failure")
@@ -63,6 +64,8 @@ type Node struct {
 	mem   *vfs.Mem
 	fs    vfs.FS
 	disk  DiskModel
+	sigma float64       // disk.sigma()
+	bound time.Duration // windowBound()
 
 	store  *storage.Store
 	broker *actors.Broker
@@ -96,7 +99,8 @@ type mark struct {
 
 func newNode(w *World, name string, acfg actors.Config, scfg storage.Config, disk DiskModel) *Node {
 	n := &Node{w: w, name: name, addr: acfg.StoreHost, acfg: acfg, scfg: scfg, disk: disk,
-		mem: vfs.NewMem(vfs.WithClock(w.Now))}
+		mem: vfs.NewMem(vfs.WithClock(w.Now)), sigma: disk.sigma()}
+	n.bound = acfg.FlushIntervalCommitLog + disk.maxNormal() + 20*time.Millisecond
 	n.wrapFS()
 	return n
 }
@@ -127,7 +131,7 @@ func (n *Node) start() error {
 		Clock:      driftClock{n.w.clock(own), n.drift},
 		Dispatcher: n.w.dispatcher(own),
 		RunIO: func(fn func()) {
-			lat := n.disk.sample(n.w)
+			lat := n.disk.sample(n.w, n.sigma)
 			if n.stallUntil.After(n.w.Now()) {
 				lat += n.stallUntil.Sub(n.w.Now())
 			}
@@ -169,7 +173,7 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 // windowBound is the longest an appended byte may stay unflushed under
 // ASYNC_FLUSH: an interval plus the longest normal fsync of this disk.
 func (n *Node) windowBound() time.Duration {
-	return n.acfg.FlushIntervalCommitLog + n.disk.maxNormal() + 20*time.Millisecond
+	return n.bound
 }
 
 // trackWindow follows the ASYNC_FLUSH unflushed window: it returns how long

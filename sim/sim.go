@@ -233,7 +233,7 @@ func newSim(opt Options) (*Sim, error) {
 		}
 	}
 	if sc.Duration == 0 {
-		sc.Duration = time.Duration(1500+w.rng.Intn(2500)) * time.Millisecond
+		sc.Duration = time.Duration(1000+w.rng.Intn(1500)) * time.Millisecond
 	}
 	if opt.Override != nil {
 		opt.Override(&sc)

@@ -3,10 +3,21 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 )
+
+// TestMain collects garbage less often, as `wharf sim` does: a seed
+// allocates much over a small live heap.
+func TestMain(m *testing.M) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	os.Exit(m.Run())
+}
 
 var seeds = flag.Int("seeds", 80, "seeds of the CI set (make sim runs many more)")
 
