@@ -22,11 +22,16 @@ const (
 	livenessStep  = 100 * time.Millisecond
 )
 
-// liveness heals the cluster and runs it until it converges; a run that
-// does not within livenessLimit fails with what did not converge.
+// liveness heals the cluster and runs it until it converges.
 func (s *Sim) liveness() {
-	w := s.w
 	s.heal()
+	s.converge()
+}
+
+// converge runs the healed cluster until it converges; a run that does not
+// within livenessLimit fails with what did not converge.
+func (s *Sim) converge() {
+	w := s.w
 	from := w.Now()
 	deadline := from.Add(livenessLimit)
 	for {
