@@ -504,14 +504,6 @@ func (s *Sim) unconsumed() (int, []string) {
 	return len(missing), first
 }
 
-// checkGroupConsumedAll: with a live member at the end, every acknowledged
-// message was consumed by the group.
-func (s *Sim) checkGroupConsumedAll() {
-	if n, first := s.unconsumed(); n > 0 {
-		s.w.Violationf("%d acknowledged messages never consumed by the group, first %v", n, first)
-	}
-}
-
 // injectGroupFault changes the group: a member process joins, leaves,
 // crashes or is partitioned from the brokers for a while.
 func (s *Sim) injectGroupFault(kind string) {
