@@ -106,7 +106,7 @@ func (s *Sim) dial(from *Node, h actors.Handler) (actors.Conn, error) {
 	}
 	s.conns++
 	a := &linkEnd{s: s, id: s.conns, node: from, epoch: from.epoch, handler: h}
-	b := &linkEnd{s: s, id: s.conns, node: m, epoch: m.epoch, handler: m.broker.HAHandler()}
+	b := &linkEnd{s: s, id: s.conns, node: m, epoch: m.epoch, handler: m.haServe}
 	a.other, b.other = b, a
 	g.links = append(g.links, a)
 	s.w.Tracef("link %d: %s -> %s", a.id, from.name, m.name)

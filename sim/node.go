@@ -68,7 +68,9 @@ type Node struct {
 	bound time.Duration // windowBound()
 
 	store  *storage.Store
-	broker *actors.Broker
+	// serve and haServe are what the node's ports hand connections to: the
+	// clients' (Conn) and the replication links' (linkEnd).
+	serve, haServe actors.Handler
 	acfg   actors.Config
 	scfg   storage.Config
 	faults actors.Faults // planted bugs (Options.Bug)
@@ -126,6 +128,23 @@ func (n *Node) start() error {
 		return fmt.Errorf("%s: open store: %w", n.name, err)
 	}
 	n.w.Tracef("%s start: %s", n.name, rep)
+	b := actors.New(n.acfg, n.env(), st, protocol.DefaultLimits())
+	if err := b.Start(); err != nil {
+		return fmt.Errorf("%s: start actors: %w", n.name, err)
+	}
+	n.store, n.up = st, true
+	n.serve, n.haServe = b, b.HAHandler()
+	n.lastMax = st.CommitLog().MaxOffset()
+	n.unflushed = n.unflushed[:0]
+	return nil
+}
+
+// env is the seams of the node's current incarnation: its clock (with its
+// drift), the world's run queue as dispatcher, blocking I/O delayed by its
+// disk model, its logger, planted bugs and outgoing links. Everything it
+// schedules is dropped when the incarnation dies. Any kind of node (a
+// broker today; a name server, a controller) runs its actors on it.
+func (n *Node) env() actors.Env {
 	own := n.own()
 	env := actors.Env{
 		Clock:      driftClock{n.w.clock(own), n.drift},
@@ -145,14 +164,7 @@ func (n *Node) start() error {
 		dial := n.dial
 		env.Dial = func(_ string, h actors.Handler) (actors.Conn, error) { return dial(h) }
 	}
-	b := actors.New(n.acfg, env, st, protocol.DefaultLimits())
-	if err := b.Start(); err != nil {
-		return fmt.Errorf("%s: start actors: %w", n.name, err)
-	}
-	n.store, n.broker, n.up = st, b, true
-	n.lastMax = st.CommitLog().MaxOffset()
-	n.unflushed = n.unflushed[:0]
-	return nil
+	return env
 }
 
 // crash kills the node at once: its scheduled work is dropped, and its disk
@@ -166,7 +178,7 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 		n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())
 	n.mem = img
 	n.wrapFS()
-	n.store, n.broker = nil, nil
+	n.store, n.serve, n.haServe = nil, nil, nil
 	n.stallUntil, n.failFsync = time.Time{}, false
 }
 
