@@ -67,13 +67,13 @@ type Node struct {
 	sigma float64       // disk.sigma()
 	bound time.Duration // windowBound()
 
-	store  *storage.Store
+	store *storage.Store
 	// serve and haServe are what the node's ports hand connections to: the
 	// clients' (Conn) and the replication links' (linkEnd).
 	serve, haServe actors.Handler
-	acfg   actors.Config
-	scfg   storage.Config
-	faults actors.Faults // planted bugs (Options.Bug)
+	acfg           actors.Config
+	scfg           storage.Config
+	faults         actors.Faults // planted bugs (Options.Bug)
 
 	g     *brokerGroup
 	drift time.Duration // its clock's offset from virtual time
