@@ -11,7 +11,7 @@ import (
 )
 
 // The liveness phase ends every run: once the load stops, faults stop,
-// partitions and disk stalls heal, crashed nodes restart (their restarts
+// partitions heal, disk stalls run out, crashed nodes restart (their restarts
 // are already scheduled), and within livenessLimit of virtual time the
 // cluster must converge: every acknowledged message is consumable from
 // its queue, every slave holds its master's whole log, and every broker
@@ -49,8 +49,8 @@ func (s *Sim) converge() {
 	}
 }
 
-// heal stops the faults: no new ones are injected, partitions and stalls
-// end, partitioned members reconnect, and a group whose members all left
+// heal stops the faults: no new ones are injected, partitions end,
+// partitioned members reconnect, and a group whose members all left
 // or crashed gets a new one (an operator starts a consumer).
 func (s *Sim) heal() {
 	s.healed = true
@@ -58,12 +58,8 @@ func (s *Sim) heal() {
 	for _, g := range s.groups {
 		s.healHA(g)
 		s.healPartition(g.master)
-		for _, n := range g.nodes() {
-			if n.stallUntil.After(s.w.Now()) {
-				n.stallUntil = s.w.Now()
-				g.windowFrom = s.w.Now().Add(n.windowBound())
-			}
-		}
+		// A disk stall runs out by itself (at most three syncFlushTimeouts):
+		// I/O issued during it completes when it ends, healed or not.
 	}
 	procs := map[string][]*GroupMember{}
 	var names []string
