@@ -126,6 +126,7 @@ var regressionSeeds = []struct {
 	{749, "a disk stall injected during a longer one shortened it in the checker"},
 	{2139, "recovery of a slave whose log ended exactly at a segment's end dereferenced a missing segment"},
 	{379, "a simulated member that had left acted on the answer to a heartbeat it sent before unregistering"},
+	{195, "healing ended a disk stall early, so the flush-window check resumed before the stalled flush completed"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
