@@ -62,8 +62,11 @@ func addSimCommand(root *cobra.Command) {
 		Use:   "sim",
 		Short: "Run the deterministic simulator",
 		Long: `Run the deterministic simulator: the broker's real actors on a virtual clock, disk
-and network, with faults (crash, torn write, fsync error, disk stall, partition,
-connection reset), checking durability, ordering and flush timing invariants.
+and network, in a cluster of 1-3 broker groups (a master and 0-2 slaves each) with a
+configuration drawn from the seed, with faults (crash, torn write, fsync error, disk
+stall, partition, connection reset), checking durability, ordering, flush timing and
+replication invariants, and that the cluster converges once the faults heal. Seed N
+runs scenario N mod the number of scenarios.
 
   wharf sim --seeds 1000                 run seeds 1..1000, print failures with their seed
   wharf sim --seed 42 --trace            replay one seed and print its trace

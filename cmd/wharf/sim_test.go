@@ -35,7 +35,7 @@ func simLastJSON(t *testing.T, out string, v any) {
 // command reports a violation and fails.
 func TestSimPlantedBugsFail(t *testing.T) {
 	for _, bug := range []struct{ name, scenario string }{{"ack-before-flush", "sync-flush"}, {"skip-crc-check", "async-flush"}} {
-		out, err := runWharf(t, "sim", "--bug", bug.name, "--scenario", bug.scenario, "--seeds", "60", "--json")
+		out, err := runWharf(t, "sim", "--bug", bug.name, "--scenario", bug.scenario, "--seeds", "20", "--json")
 		var sum simSummary
 		simLastJSON(t, out, &sum)
 		if err == nil || sum.Failures == 0 {
