@@ -262,7 +262,7 @@ func runSim(cmd *cobra.Command, r simRun) error {
 	} else {
 		fmt.Fprintf(out, "%d seeds, %d failed, %.0f virtual s in %.1f wall s (%.0f seeds/min)", sum.Seeds, sum.Failures, sum.SimSeconds, wall, sum.SeedsPerMinute)
 		if r.single {
-			fmt.Fprintf(out, ", trace %s", sum.TraceHash)
+			fmt.Fprintf(out, ", trace %s\nscenario %s, config %s", sum.TraceHash, results[0].Scenario, results[0].Config)
 		}
 		fmt.Fprintln(out)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
