@@ -140,7 +140,7 @@ func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
 	switch {
 	case f.Code == protocol.CodeHAReport && e.node != e.node.g.master:
 		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
-			e.node.reported = max(e.node.reported, req.(*protocol.HAReportRequest).MaxOffset)
+			e.node.report(req.(*protocol.HAReportRequest).MaxOffset)
 		}
 		return
 	case f.Code == protocol.CodeHARefuse:

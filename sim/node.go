@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ type Node struct {
 
 	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
 	reported    int64                                       // a slave: the highest log end any incarnation reported
+	reports     []mark                                      // a slave: when its reports first reached each new high
 	crashAt     time.Time                                   // a slave: its last crash
 	refused     bool                                        // a slave: its master refused it (diverged logs)
 	up          bool
@@ -180,6 +182,24 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 	n.wrapFS()
 	n.store, n.serve, n.haServe = nil, nil, nil
 	n.stallUntil, n.failFsync = time.Time{}, false
+}
+
+// report records a slave's report of its log end, as it sends it.
+func (n *Node) report(end int64) {
+	if end > n.reported {
+		n.reported = end
+		n.reports = append(n.reports, mark{end, n.w.Now()})
+	}
+}
+
+// reportedAt is when the slave first reported holding the log up to end
+// (zero if it never did).
+func (n *Node) reportedAt(end int64) time.Time {
+	i := sort.Search(len(n.reports), func(i int) bool { return n.reports[i].off >= end })
+	if i == len(n.reports) {
+		return time.Time{}
+	}
+	return n.reports[i].at
 }
 
 // windowBound is the longest an appended byte may stay unflushed under

@@ -127,6 +127,7 @@ var regressionSeeds = []struct {
 	{2139, "recovery of a slave whose log ended exactly at a segment's end dereferenced a missing segment"},
 	{379, "a simulated member that had left acted on the answer to a heartbeat it sent before unregistering"},
 	{195, "healing ended a disk stall early, so the flush-window check resumed before the stalled flush completed"},
+	{2261, "a slave's report reached its master after the slave's power cut; the checker excused only crashes after the acknowledgement"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
