@@ -145,7 +145,6 @@ func (c *Client) reset(conn *Conn) {
 func (c *Client) start() {
 	c.pend = map[uint32]*pending{}
 	c.lastQO = map[groupQueue]int64{}
-	c.conns = make([]*Conn, len(c.s.groups))
 	if c.kind == Consumer {
 		c.next = map[groupQueue]int64{}
 		c.pulling = map[groupQueue]bool{}

@@ -291,7 +291,7 @@ func (s *Sim) start() error {
 	}
 	stopAt := Epoch.Add(sc.Duration)
 	for i, k := range sc.Clients {
-		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt}
+		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt, conns: make([]*Conn, len(s.groups))}
 		s.clients = append(s.clients, c)
 		w.at(Epoch.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
 	}
