@@ -34,8 +34,10 @@ bench-compare:
 	$(GO) build -o bin/wharf-bench ./cmd/wharf
 	cd bench && $(GO) run . --wharf-bin ../bin/wharf-bench $(if $(QUICK),--quick) $(BENCHFLAGS)
 
-# A long random campaign of the simulator; prints failures with their seed and
-# the seeds per minute. SEEDS=100000 make sim for a longer one.
+# A long campaign of the simulator: seeds 1..SEEDS, each with its own topology
+# and configuration, every scenario in turn (seed mod the number of
+# scenarios); prints failures with their seed and configuration, and the
+# seeds per minute. SEEDS=100000 make sim for a longer one.
 SEEDS ?= 10000
 sim: build
 	./$(BIN) sim --seeds $(SEEDS)

@@ -26,6 +26,7 @@ func (k ClientKind) String() string {
 // pending is a request waiting for its answer.
 type pending struct {
 	code   protocol.Code
+	conn   *Conn // it was sent on
 	keys   []string
 	queue  int32
 	offset int64 // commit or pull offset
@@ -39,7 +40,7 @@ type Client struct {
 	s        *Sim
 	id       int
 	kind     ClientKind
-	conn     *Conn
+	conns    []*Conn // one per broker group (the static list of groups)
 	opaque   uint32
 	pend     map[uint32]*pending
 	seq      int
@@ -47,14 +48,20 @@ type Client struct {
 	stopAt   time.Time
 
 	// producers: last acknowledged queue offset per queue (order check)
-	lastQO map[int32]int64
-	// consumer state
-	next        map[int32]int64 // next offset to pull per queue
-	pulling     map[int32]bool
-	committed   map[int32]int64 // highest commit the broker acknowledged
-	sinceCommit map[int32]int
-	resuming    bool
+	lastQO map[groupQueue]int64
+	// consumer state, per queue of every group
+	next        map[groupQueue]int64 // next offset to pull
+	pulling     map[groupQueue]bool
+	committed   map[groupQueue]int64 // highest commit the broker acknowledged
+	sinceCommit map[groupQueue]int
+	resuming    []bool // per group: offsets being queried on a new connection
 	produced    int
+}
+
+// groupQueue is queue q of broker group g.
+type groupQueue struct {
+	g int
+	q int32
 }
 
 const (
@@ -70,28 +77,26 @@ func (c *Client) own() owner { return owner{} }
 
 func (c *Client) clientNum() int { return c.id }
 
-// connect opens a connection to the node's current incarnation.
-func (c *Client) connect() {
-	n := c.s.node
+// ensureConn makes sure the client has a connection to group g's master's
+// current incarnation; false if the master is down.
+func (c *Client) ensureConn(g *brokerGroup) bool {
+	if conn := c.conns[g.idx]; conn != nil && !conn.dead() {
+		return true
+	}
+	n := g.master
+	if !n.up {
+		return false
+	}
 	c.s.conns++
-	c.conn = &Conn{s: c.s, id: c.s.conns, node: n, epoch: n.epoch, client: c, arrived: map[uint32]time.Time{}}
-}
-
-func (c *Client) ensureConn() bool {
-	if c.conn == nil || c.conn.dead() {
-		if !c.s.node.up {
-			return false
-		}
-		c.connect()
-		if c.kind == Consumer {
-			c.resume()
-		}
+	c.conns[g.idx] = &Conn{s: c.s, id: c.s.conns, node: n, epoch: n.epoch, client: c, arrived: map[uint32]time.Time{}}
+	if c.kind == Consumer {
+		c.resume(g)
 	}
 	return true
 }
 
-// request sends one request and arms its timeout.
-func (c *Client) request(req protocol.Request, p *pending) {
+// request sends one request to group g and arms its timeout.
+func (c *Client) request(g *brokerGroup, req protocol.Request, p *pending) {
 	c.opaque++
 	op := c.opaque
 	frame, err := protocol.AppendRequest(nil, op, 0, req)
@@ -99,10 +104,9 @@ func (c *Client) request(req protocol.Request, p *pending) {
 		c.s.w.Violationf("client %d: encode %T: %v", c.id, req, err)
 		return
 	}
-	p.code = req.RequestCode()
-	p.sentAt = c.s.w.Now()
+	conn := c.conns[g.idx]
+	p.code, p.conn, p.sentAt = req.RequestCode(), conn, c.s.w.Now()
 	c.pend[op] = p
-	conn := c.conn
 	p.cancel = c.s.w.at(c.s.w.Now().Add(reqTimeout), c.own(), func() { c.timeout(conn, op) })
 	conn.send(frame)
 }
@@ -114,8 +118,8 @@ func (c *Client) timeout(conn *Conn, op uint32) {
 	}
 	delete(c.pend, op)
 	c.s.w.Tracef("client %d: request %d (%v) timed out", c.id, op, p.code)
-	if conn == c.conn {
-		c.conn.closed = true // give up on this connection
+	if !conn.closed && conn == c.conns[conn.node.g.idx] {
+		conn.closed = true // give up on this connection
 	}
 	c.afterReply(p)
 }
@@ -123,8 +127,10 @@ func (c *Client) timeout(conn *Conn, op uint32) {
 // reset fails every request pending on conn, as a connection reset does.
 func (c *Client) reset(conn *Conn) {
 	ops := make([]uint32, 0, len(c.pend))
-	for op := range c.pend {
-		ops = append(ops, op)
+	for op, p := range c.pend {
+		if p.conn == conn {
+			ops = append(ops, op)
+		}
 	}
 	slices.Sort(ops)
 	for _, op := range ops {
@@ -138,12 +144,13 @@ func (c *Client) reset(conn *Conn) {
 // start begins the client's work.
 func (c *Client) start() {
 	c.pend = map[uint32]*pending{}
-	c.lastQO = map[int32]int64{}
+	c.lastQO = map[groupQueue]int64{}
 	if c.kind == Consumer {
-		c.next = map[int32]int64{}
-		c.pulling = map[int32]bool{}
-		c.committed = map[int32]int64{}
-		c.sinceCommit = map[int32]int{}
+		c.next = map[groupQueue]int64{}
+		c.pulling = map[groupQueue]bool{}
+		c.committed = map[groupQueue]int64{}
+		c.sinceCommit = map[groupQueue]int{}
+		c.resuming = make([]bool, len(c.s.groups))
 	}
 	c.kick()
 }
@@ -151,10 +158,6 @@ func (c *Client) start() {
 // kick issues as much work as the client's kind allows.
 func (c *Client) kick() {
 	if c.s.w.Now().After(c.stopAt) && c.kind != Consumer {
-		return
-	}
-	if !c.ensureConn() {
-		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), c.kick)
 		return
 	}
 	switch c.kind {
@@ -170,14 +173,29 @@ func (c *Client) kick() {
 		}
 		c.s.w.at(c.s.w.Now().Add(time.Duration(200+c.s.w.rng.Intn(1000))*time.Microsecond), c.own(), c.kick)
 	case Consumer:
-		if c.resuming {
-			return
+		c.consume()
+	}
+}
+
+// consume pulls every queue of every group that is not being pulled.
+func (c *Client) consume() {
+	down := false
+	for _, g := range c.s.groups {
+		if !c.ensureConn(g) {
+			down = true
+			continue
+		}
+		if c.resuming[g.idx] {
+			continue
 		}
 		for q := int32(0); q < simQueues; q++ {
-			if !c.pulling[q] {
-				c.pull(q)
+			if gq := (groupQueue{g.idx, q}); !c.pulling[gq] {
+				c.pull(g, q)
 			}
 		}
+	}
+	if down {
+		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), c.kick)
 	}
 }
 
@@ -187,17 +205,40 @@ func (c *Client) body(key string) []byte {
 		n = 4096 + c.s.w.rng.Intn(12<<10)
 	}
 	b := make([]byte, n)
-	copy(b, key)
-	for i := len(key); i < n; i++ {
-		b[i] = byte(c.s.w.rng.Intn(256))
+	// The bytes only need to differ between messages (a mix-up or a torn
+	// record must show): one draw seeds a cheap generator, instead of a
+	// draw per byte, which was a fifth of the simulator's time.
+	x := c.s.w.rng.Uint64() | 1
+	for i := 0; i < n; i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(x >> (8 * j))
+		}
 	}
+	copy(b, key)
 	return b
 }
 
+// pickQueue is where the next send goes: a queue of any group, spread
+// evenly (no name server yet: the client has the static list of groups).
+func (c *Client) pickQueue() (*brokerGroup, int32) {
+	i := c.s.w.rng.Intn(len(c.s.groups) * simQueues)
+	return c.s.groups[i/simQueues], int32(i % simQueues)
+}
+
+// produce sends the next message (or batch) to a queue pickQueue chose;
+// if that group's master is down, it tries again a little later.
 func (c *Client) produce() {
+	g, q := c.pickQueue()
+	if !c.ensureConn(g) {
+		c.inflight++
+		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), func() { c.afterReply(&pending{code: protocol.CodeSendMessage}) })
+		return
+	}
 	c.produced++
 	c.inflight++
-	q := int32(c.s.w.rng.Intn(simQueues))
 	if c.kind == BatchProducer {
 		n := 2 + c.s.w.rng.Intn(6)
 		req := &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: c.s.w.Now().UnixMilli()}
@@ -208,9 +249,9 @@ func (c *Client) produce() {
 			m.SetKeys(key)
 			req.Messages = append(req.Messages, m)
 			p.keys = append(p.keys, key)
-			c.s.sent[key] = &sentMsg{key: key, body: m.Body, queue: q, producer: c.id}
+			c.s.sent[key] = &sentMsg{key: key, body: m.Body, g: g, queue: q, producer: c.id}
 		}
-		c.request(req, p)
+		c.request(g, req, p)
 		return
 	}
 	key := c.nextKey()
@@ -218,8 +259,8 @@ func (c *Client) produce() {
 	m := req.Message()
 	m.SetKeys(key)
 	req.Properties = m.Properties
-	c.s.sent[key] = &sentMsg{key: key, body: req.Body, queue: q, producer: c.id}
-	c.request(req, &pending{keys: []string{key}, queue: q})
+	c.s.sent[key] = &sentMsg{key: key, body: req.Body, g: g, queue: q, producer: c.id}
+	c.request(g, req, &pending{keys: []string{key}, queue: q})
 }
 
 func (c *Client) nextKey() string {
@@ -240,11 +281,11 @@ func (c *Client) afterReply(p *pending) {
 		}
 		c.s.w.at(c.s.w.Now().Add(think), c.own(), c.kick)
 	case protocol.CodePullMessage:
-		c.pulling[p.queue] = false
+		c.pulling[groupQueue{p.conn.node.g.idx, p.queue}] = false
 		c.s.w.at(c.s.w.Now().Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
 	case protocol.CodeQueryConsumerOffset:
 		// The resume failed: start over on a new connection.
-		c.resuming = false
+		c.resuming[p.conn.node.g.idx] = false
 		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), c.kick)
 	}
 }
@@ -252,7 +293,7 @@ func (c *Client) afterReply(p *pending) {
 // onResponse handles an answer that reached the client.
 func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	p := c.pend[f.Opaque]
-	if p == nil || conn != c.conn {
+	if p == nil || conn != p.conn || conn != c.conns[conn.node.g.idx] {
 		return // timed out already, or from a previous connection
 	}
 	delete(c.pend, f.Opaque)
@@ -263,10 +304,8 @@ func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	case protocol.CodePullMessage:
 		c.onPull(f, p)
 	case protocol.CodeUpdateConsumerOffset:
-		if f.Status == protocol.StatusOK {
-			if p.offset > c.committed[p.queue] {
-				c.committed[p.queue] = p.offset
-			}
+		if gq := (groupQueue{conn.node.g.idx, p.queue}); f.Status == protocol.StatusOK && p.offset > c.committed[gq] {
+			c.committed[gq] = p.offset
 		}
 		return
 	case protocol.CodeQueryConsumerOffset:
@@ -276,6 +315,8 @@ func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	c.afterReply(p)
 }
 
+// onSendResponse handles a send's answer: the order of a producer's
+// acknowledged sends per queue.
 func (c *Client) onSendResponse(f *protocol.Frame, p *pending) {
 	if f.Status != protocol.StatusOK {
 		return
@@ -298,24 +339,27 @@ func (c *Client) onSendResponse(f *protocol.Frame, p *pending) {
 	}
 	// Order of acknowledged sends per queue: a producer's later send never
 	// lands before its earlier one (one at a time, so strictly after).
+	g := p.conn.node.g
+	gq := groupQueue{g.idx, p.queue}
 	if c.kind != AsyncProducer {
-		if last, ok := c.lastQO[p.queue]; ok && qo <= last {
-			if !c.s.lostSince(p.queue, qo) {
-				c.s.w.Violationf("client %d: send acknowledged at queue %d offset %d, not after its previous send at %d", c.id, p.queue, qo, last)
-			}
+		if last, ok := c.lastQO[gq]; ok && qo <= last && !g.lostSince(p.queue, qo) {
+			c.s.w.Violationf("client %d: send acknowledged at %s queue %d offset %d, not after its previous send at %d", c.id, g.spec.Name, p.queue, qo, last)
 		}
 	}
-	c.lastQO[p.queue] = qo
+	c.lastQO[gq] = qo
 }
 
-func (c *Client) pull(q int32) {
-	c.pulling[q] = true
-	req := &protocol.PullRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q, QueueOffset: c.next[q],
+func (c *Client) pull(g *brokerGroup, q int32) {
+	gq := groupQueue{g.idx, q}
+	c.pulling[gq] = true
+	req := &protocol.PullRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q, QueueOffset: c.next[gq],
 		MaxMsgNums: 16, SuspendTimeoutMillis: pullSuspend.Milliseconds()}
-	c.request(req, &pending{queue: q, offset: c.next[q]})
+	c.request(g, req, &pending{queue: q, offset: c.next[gq]})
 }
 
 func (c *Client) onPull(f *protocol.Frame, p *pending) {
+	g := p.conn.node.g
+	gq := groupQueue{g.idx, p.queue}
 	switch f.Status {
 	case protocol.StatusOK:
 	case protocol.StatusPullNotFound, protocol.StatusPullRetryImmediately:
@@ -323,13 +367,13 @@ func (c *Client) onPull(f *protocol.Frame, p *pending) {
 	case protocol.StatusPullOffsetMoved:
 		var r protocol.PullResponse
 		_ = protocol.DecodeResponse(f, protocol.DefaultLimits(), &r)
-		if !c.s.lostSince(p.queue, p.offset) {
-			c.s.w.Violationf("client %d: pull of queue %d at %d: offset moved (%s), nothing was lost", c.id, p.queue, p.offset, f.Remark)
+		if !g.lostSince(p.queue, p.offset) {
+			c.s.w.Violationf("client %d: pull of %s queue %d at %d: offset moved (%s), nothing was lost", c.id, g.spec.Name, p.queue, p.offset, f.Remark)
 		}
 		// The consumer resets to where the queue ends now; its later
 		// commits may be lower than what it committed before the loss.
-		c.next[p.queue] = r.MaxOffset
-		c.committed[p.queue] = min(c.committed[p.queue], r.MaxOffset)
+		c.next[gq] = r.MaxOffset
+		c.committed[gq] = min(c.committed[gq], r.MaxOffset)
 		return
 	default:
 		return
@@ -339,46 +383,55 @@ func (c *Client) onPull(f *protocol.Frame, p *pending) {
 		c.s.w.Violationf("client %d: bad pull response: %v", c.id, err)
 		return
 	}
-	if p.offset != c.next[p.queue] {
+	if p.offset != c.next[gq] {
 		return // a stale pull from before a resume
 	}
+	c.checkPulled(g, p, r.Messages)
+	c.next[gq] = r.NextBeginOffset
+	c.sinceCommit[gq]++
+	if c.sinceCommit[gq] >= 3 {
+		c.sinceCommit[gq] = 0
+		c.request(g, &protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: p.queue,
+			CommitOffset: r.NextBeginOffset}, &pending{queue: p.queue, offset: r.NextBeginOffset})
+	}
+}
+
+// checkPulled: a pull's messages have contiguous offsets and are what was
+// sent to that queue, intact.
+func (c *Client) checkPulled(g *brokerGroup, p *pending, msgs []protocol.MessageExt) {
 	expect := p.offset
-	for i := range r.Messages {
-		m := &r.Messages[i]
+	for i := range msgs {
+		m := &msgs[i]
 		if m.QueueOffset != expect {
-			c.s.w.Violationf("client %d: queue %d: got offset %d, expected %d (offsets not contiguous)", c.id, p.queue, m.QueueOffset, expect)
+			c.s.w.Violationf("client %d: %s queue %d: got offset %d, expected %d (offsets not contiguous)", c.id, g.spec.Name, p.queue, m.QueueOffset, expect)
 		}
 		expect = m.QueueOffset + 1
 		key := m.Property(protocol.PropertyKeys)
 		sm := c.s.sent[key]
 		switch {
 		case sm == nil:
-			c.s.w.Violationf("client %d: queue %d offset %d: message %q was never sent", c.id, p.queue, m.QueueOffset, key)
-		case !bytes.Equal(sm.body, m.Body) || sm.queue != m.QueueID:
-			c.s.w.Violationf("client %d: queue %d offset %d: message %q differs from what was sent", c.id, p.queue, m.QueueOffset, key)
+			c.s.w.Violationf("client %d: %s queue %d offset %d: message %q was never sent", c.id, g.spec.Name, p.queue, m.QueueOffset, key)
+		case !bytes.Equal(sm.body, m.Body) || sm.queue != m.QueueID || sm.g != g:
+			c.s.w.Violationf("client %d: %s queue %d offset %d: message %q differs from what was sent", c.id, g.spec.Name, p.queue, m.QueueOffset, key)
 		}
-		c.s.consumed(p.queue, m.QueueOffset, key)
-	}
-	c.next[p.queue] = r.NextBeginOffset
-	c.sinceCommit[p.queue]++
-	if c.sinceCommit[p.queue] >= 3 {
-		c.sinceCommit[p.queue] = 0
-		c.request(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: p.queue,
-			CommitOffset: r.NextBeginOffset}, &pending{queue: p.queue, offset: r.NextBeginOffset})
+		c.s.consumed(g, p.queue, m.QueueOffset, key)
 	}
 }
 
-// resume restarts consumption on a new connection from the committed
-// offsets, which must not be behind what the broker acknowledged.
-func (c *Client) resume() {
-	c.resuming = true
+// resume restarts consumption of group g on a new connection from the
+// committed offsets, which must not be behind what the broker
+// acknowledged.
+func (c *Client) resume(g *brokerGroup) {
+	c.resuming[g.idx] = true
 	for q := int32(0); q < simQueues; q++ {
-		c.pulling[q] = false
-		c.request(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q}, &pending{queue: q})
+		c.pulling[groupQueue{g.idx, q}] = false
+		c.request(g, &protocol.QueryConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: q}, &pending{queue: q})
 	}
 }
 
 func (c *Client) onResumeOffset(f *protocol.Frame, p *pending) {
+	g := p.conn.node.g
+	gq := groupQueue{g.idx, p.queue}
 	var off int64
 	if f.Status == protocol.StatusOK {
 		var r protocol.OffsetResponse
@@ -386,18 +439,15 @@ func (c *Client) onResumeOffset(f *protocol.Frame, p *pending) {
 			off = r.Offset
 		}
 	}
-	if acked := c.committed[p.queue]; off < acked {
-		c.s.w.Violationf("client %d: committed offset of queue %d moved backwards: broker says %d, it acknowledged %d", c.id, p.queue, off, acked)
+	if acked := c.committed[gq]; off < acked {
+		c.s.w.Violationf("client %d: committed offset of %s queue %d moved backwards: broker says %d, it acknowledged %d", c.id, g.spec.Name, p.queue, off, acked)
 	}
-	c.next[p.queue] = off
-	left := 0
+	c.next[gq] = off
 	for _, pp := range c.pend {
-		if pp.code == protocol.CodeQueryConsumerOffset {
-			left++
+		if pp.code == protocol.CodeQueryConsumerOffset && pp.conn == p.conn {
+			return // more offsets to come
 		}
 	}
-	if left == 0 {
-		c.resuming = false
-		c.kick()
-	}
+	c.resuming[g.idx] = false
+	c.kick()
 }

@@ -38,11 +38,16 @@ type memberPending struct {
 	sentAt time.Time
 }
 
-// GroupMember is one member.
+// GroupMember is one member process's part in one broker group: the
+// broker's coordinator assigns that group's queues, so a process has a
+// member core, a connection and its owned queues per group; a fault
+// (leave, crash, partition) hits all parts of a process.
 type GroupMember struct {
 	s      *Sim
+	g      *brokerGroup
 	num    int
-	name   string
+	name   string // the process's client id
+	label  string // name@group, for the trace
 	core   *rebalance.Member
 	conn   *Conn
 	opaque uint32
@@ -62,16 +67,19 @@ type GroupMember struct {
 
 func (m *GroupMember) clientNum() int { return m.num }
 
-func (s *Sim) newMember() *GroupMember {
+// newMember starts a member process: a member in every broker group.
+func (s *Sim) newMember() {
 	s.memberSeq++
-	m := &GroupMember{s: s, num: 100 + s.memberSeq, name: fmt.Sprintf("m%d", s.memberSeq), pend: map[uint32]*memberPending{},
-		owned: map[protocol.QueueRef]*ownedQueue{}, alive: true}
-	m.core = rebalance.NewMember(rebalance.MemberConfig{Group: simGroupG, Interval: s.node.acfg.ConsumerHeartbeatInterval,
-		Consumes: func(topic string) bool { return topic == simTopic }, KeepRevoked: s.planted.KeepRevoked})
-	s.members = append(s.members, m)
-	s.w.Tracef("member %s joins", m.name)
-	m.input(m.core.Tick) // the joining heartbeat
-	return m
+	name := fmt.Sprintf("m%d", s.memberSeq)
+	s.w.Tracef("member %s joins", name)
+	for _, g := range s.groups {
+		m := &GroupMember{s: s, g: g, num: 100 + s.memberSeq, name: name, label: name + "@" + g.spec.Name,
+			pend: map[uint32]*memberPending{}, owned: map[protocol.QueueRef]*ownedQueue{}, alive: true}
+		m.core = rebalance.NewMember(rebalance.MemberConfig{Group: simGroupG, Interval: s.cfg.ConsumerHeartbeat,
+			Consumes: func(topic string) bool { return topic == simTopic }, KeepRevoked: s.planted.KeepRevoked})
+		s.members = append(s.members, m)
+		m.input(m.core.Tick) // the joining heartbeat
+	}
 }
 
 // input feeds the core one input and carries out its Ready. Inputs that
@@ -95,12 +103,12 @@ func (m *GroupMember) input(in func(now time.Time) rebalance.MemberReady) {
 // the timer for the next Tick.
 func (m *GroupMember) carryOut(r rebalance.MemberReady) {
 	for _, ref := range r.Drop {
-		m.s.w.Tracef("member %s: lease expired, dropping %v", m.name, ref)
+		m.s.w.Tracef("member %s: lease expired, dropping %v", m.label, ref)
 		m.released(ref) // nothing consumed since the lease ended: nothing to commit
 	}
 	for _, ref := range r.Stop {
 		q := m.owned[ref]
-		m.s.w.Tracef("member %s releases %v (gen %d)", m.name, ref, r.Generation)
+		m.s.w.Tracef("member %s releases %v (gen %d)", m.label, ref, r.Generation)
 		if q == nil || !q.started {
 			m.released(ref) // nothing consumed, nothing to commit
 			continue
@@ -115,7 +123,7 @@ func (m *GroupMember) carryOut(r rebalance.MemberReady) {
 		if m.owned[ref] != nil {
 			continue
 		}
-		m.s.w.Tracef("member %s acquires %v (gen %d)", m.name, ref, r.Generation)
+		m.s.w.Tracef("member %s acquires %v (gen %d)", m.label, ref, r.Generation)
 		m.owned[ref] = &ownedQueue{}
 		m.query(ref)
 	}
@@ -167,11 +175,12 @@ func (m *GroupMember) ensureConn() bool {
 		return true
 	}
 	m.connLost()
-	if !m.s.node.up {
+	n := m.g.master
+	if !n.up {
 		return false
 	}
 	m.s.conns++
-	m.conn = &Conn{s: m.s, id: m.s.conns, node: m.s.node, epoch: m.s.node.epoch, client: m, arrived: map[uint32]time.Time{}}
+	m.conn = &Conn{s: m.s, id: m.s.conns, node: n, epoch: n.epoch, client: m, arrived: map[uint32]time.Time{}}
 	return true
 }
 
@@ -274,8 +283,8 @@ func (m *GroupMember) onResponse(c *Conn, f *protocol.Frame) {
 	case protocol.CodeQueryConsumerOffset:
 		m.onQuery(f, p)
 	case protocol.CodeUpdateConsumerOffset:
-		if f.Status == protocol.StatusOK && p.offset > m.s.groupCommitted[p.queue] {
-			m.s.groupCommitted[p.queue] = p.offset
+		if mq := (memberQueue{m.g.idx, p.queue}); f.Status == protocol.StatusOK && p.offset > m.s.groupCommitted[mq] {
+			m.s.groupCommitted[mq] = p.offset
 		}
 		if q := m.owned[p.queue]; q != nil && q.releasing {
 			m.released(p.queue) // committed (or failed to): the core reports the release
@@ -320,8 +329,8 @@ func (m *GroupMember) onQuery(f *protocol.Frame, p *memberPending) {
 			off = r.Offset
 		}
 	}
-	if acked := m.s.groupCommitted[p.queue]; off < acked {
-		m.s.w.Violationf("group %s queue %v: committed offset moved backwards: broker says %d, it acknowledged %d", simGroupG, p.queue, off, acked)
+	if acked := m.s.groupCommitted[memberQueue{m.g.idx, p.queue}]; off < acked {
+		m.s.w.Violationf("group %s on %s queue %v: committed offset moved backwards: broker says %d, it acknowledged %d", simGroupG, m.g.spec.Name, p.queue, off, acked)
 	}
 	q.next, q.started = off, true
 	m.pull(p.queue)
@@ -333,7 +342,7 @@ func (m *GroupMember) pull(ref protocol.QueueRef) {
 		return
 	}
 	q.pulling = m.request(&protocol.PullRequest{ConsumerGroup: simGroupG, Topic: ref.Topic, QueueID: ref.QueueID, QueueOffset: q.next,
-		MaxMsgNums: 16, SuspendTimeoutMillis: (m.s.node.acfg.ConsumerHeartbeatInterval / 2).Milliseconds()}, &memberPending{queue: ref, offset: q.next})
+		MaxMsgNums: 16, SuspendTimeoutMillis: (m.s.cfg.ConsumerHeartbeat / 2).Milliseconds()}, &memberPending{queue: ref, offset: q.next})
 }
 
 func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
@@ -349,14 +358,14 @@ func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
 	if f.Status == protocol.StatusOK {
 		var r protocol.PullResponse
 		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &r); err != nil {
-			m.s.w.Violationf("member %s: bad pull response: %v", m.name, err)
+			m.s.w.Violationf("member %s: bad pull response: %v", m.label, err)
 			return
 		}
 		for i := range r.Messages {
 			msg := &r.Messages[i]
 			key := msg.Property(protocol.PropertyKeys)
-			if sm := m.s.sent[key]; sm == nil || !bytes.Equal(sm.body, msg.Body) {
-				m.s.w.Violationf("member %s: queue %v offset %d: message %q not as sent", m.name, p.queue, msg.QueueOffset, key)
+			if sm := m.s.sent[key]; sm == nil || sm.g != m.g || !bytes.Equal(sm.body, msg.Body) {
+				m.s.w.Violationf("member %s: queue %v offset %d: message %q not as sent", m.label, p.queue, msg.QueueOffset, key)
 			}
 			m.s.res.Consumed++
 			m.s.groupConsumed[key] = true
@@ -373,20 +382,21 @@ func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
 // rebalanceWait is a member's departure whose queues are not yet taken over.
 type rebalanceWait struct {
 	at     time.Time
+	g      int
 	queues []protocol.QueueRef
 	who    string
 }
 
 func (m *GroupMember) departed() {
 	if len(m.owned) > 0 {
-		m.s.waits = append(m.s.waits, rebalanceWait{at: m.s.w.Now(), queues: m.ownedRefs(), who: m.name})
+		m.s.waits = append(m.s.waits, rebalanceWait{at: m.s.w.Now(), g: m.g.idx, queues: m.ownedRefs(), who: m.name})
 	}
 }
 
 // leave: the member closes: it stops every queue (commit, then release)
 // and then unregisters.
 func (m *GroupMember) leave() {
-	m.s.w.Tracef("member %s leaves", m.name)
+	m.s.w.Tracef("member %s leaves", m.label)
 	m.departed()
 	m.stopped = true
 	m.input(m.core.Close)
@@ -398,7 +408,7 @@ func (m *GroupMember) leave() {
 
 // crash: the member's process dies; the broker finds out by its silence.
 func (m *GroupMember) crash() {
-	m.s.w.Tracef("member %s crashes", m.name)
+	m.s.w.Tracef("member %s crashes", m.label)
 	m.departed()
 	m.alive = false
 	m.owned = map[protocol.QueueRef]*ownedQueue{}
@@ -408,15 +418,15 @@ func (m *GroupMember) crash() {
 	}
 }
 
-// checkOwners: in clustering mode no queue has two consuming owners. It
-// also times rebalances: from a member's departure until every queue it
-// held is consumed by another member again.
+// checkOwners: in clustering mode no queue of a broker group has two
+// consuming owners. It also times rebalances: from a member's departure
+// until every queue it held is consumed by another member again.
 func (s *Sim) checkOwners() {
 	if len(s.members) == 0 {
 		return
 	}
 	defer s.timeRebalances()
-	seen := map[protocol.QueueRef]string{}
+	clear(s.ownerSeen)
 	for _, m := range s.members {
 		// What the member's core has started and not stopped or dropped
 		// is consumed: the lease is the core's to enforce, not the
@@ -425,11 +435,12 @@ func (s *Sim) checkOwners() {
 			if q.releasing {
 				continue
 			}
-			if other, ok := seen[ref]; ok {
-				s.w.Violationf("queue %v consumed by two members at once: %s and %s", ref, other, m.name)
+			mq := memberQueue{m.g.idx, ref}
+			if other, ok := s.ownerSeen[mq]; ok {
+				s.w.Violationf("%s queue %v consumed by two members at once: %s and %s", m.g.spec.Name, ref, other, m.name)
 				continue
 			}
-			seen[ref] = m.name
+			s.ownerSeen[mq] = m.name
 		}
 	}
 }
@@ -438,11 +449,11 @@ func (s *Sim) timeRebalances() {
 	if len(s.waits) == 0 {
 		return
 	}
-	consuming := map[protocol.QueueRef]string{}
+	consuming := map[memberQueue]string{}
 	for _, m := range s.members {
 		for ref, q := range m.owned {
 			if !q.releasing && !q.querying {
-				consuming[ref] = m.name
+				consuming[memberQueue{m.g.idx, ref}] = m.name
 			}
 		}
 	}
@@ -450,7 +461,7 @@ func (s *Sim) timeRebalances() {
 	for _, wt := range s.waits {
 		done := true
 		for _, q := range wt.queues {
-			if who, ok := consuming[q]; !ok || who == wt.who {
+			if who, ok := consuming[memberQueue{wt.g, q}]; !ok || who == wt.who {
 				done = false
 				break
 			}
@@ -464,55 +475,84 @@ func (s *Sim) timeRebalances() {
 	s.waits = keep
 }
 
-// checkGroupConsumedAll: with a live member at the end, every acknowledged
-// message was consumed by the group (none lost in a rebalance).
-func (s *Sim) checkGroupConsumedAll() {
-	live := false
+// liveMember reports whether group g has a member that is alive, has not
+// left and can reach the broker.
+func (s *Sim) liveMember(g *brokerGroup) bool {
 	for _, m := range s.members {
-		live = live || (m.alive && !m.stopped && !m.cut)
+		if m.g == g && m.alive && !m.stopped && !m.cut {
+			return true
+		}
 	}
-	if !live || !s.node.up {
+	return false
+}
+
+// unconsumed is how many acknowledged messages the group has not consumed
+// (none may be lost in a rebalance), and the first few of them.
+func (s *Sim) unconsumed() (int, []string) {
+	var missing []string
+	for k, sm := range s.sent {
+		if sm.acked && !sm.lost && !s.groupConsumed[k] && s.liveMember(sm.g) && sm.g.master.up {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	var first []string
+	for _, k := range missing[:min(3, len(missing))] {
+		sm := s.sent[k]
+		first = append(first, fmt.Sprintf("%q (%s queue %d offset %d)", k, sm.g.spec.Name, sm.queue, sm.qo))
+	}
+	return len(missing), first
+}
+
+// injectGroupFault changes the group: a member process joins, leaves,
+// crashes or is partitioned from the brokers for a while.
+func (s *Sim) injectGroupFault(kind string) {
+	w := s.w
+	var live []string
+	parts := map[string][]*GroupMember{}
+	for _, m := range s.members {
+		if m.alive && !m.stopped && !m.cut {
+			if parts[m.name] == nil {
+				live = append(live, m.name)
+			}
+			parts[m.name] = append(parts[m.name], m)
+		}
+	}
+	if kind == "join" || len(live) == 0 {
+		s.newMember()
 		return
 	}
-	missing := 0
-	for _, k := range sortedSent(s.sent) {
-		sm := s.sent[k]
-		if sm.acked && !sm.lost && !s.groupConsumed[k] {
-			if missing++; missing <= 3 {
-				s.w.Violationf("acknowledged message %q (queue %d offset %d) never consumed by the group", k, sm.queue, sm.qo)
+	proc := parts[live[w.rng.Intn(len(live))]]
+	switch kind {
+	case "leave":
+		for _, m := range proc {
+			m.leave()
+		}
+	case "crash":
+		for _, m := range proc {
+			m.crash()
+		}
+	case "partition":
+		d := time.Duration(300+w.rng.Intn(1500)) * time.Millisecond
+		w.Tracef("member %s partitioned for %v", proc[0].name, d)
+		for _, m := range proc {
+			m.cut = true
+			if m.conn != nil {
+				m.reset(m.conn)
 			}
 		}
+		w.at(w.Now().Add(d), owner{}, func() { s.reconnect(proc) })
 	}
 }
 
-// injectGroupFault changes the group: a member joins, leaves, crashes or is
-// partitioned from the broker for a while.
-func (s *Sim) injectGroupFault(kind string) {
-	w := s.w
-	var live []*GroupMember
-	for _, m := range s.members {
-		if m.alive && !m.stopped && !m.cut {
-			live = append(live, m)
-		}
+// reconnect ends a member process's partition: its next heartbeats go
+// through.
+func (s *Sim) reconnect(proc []*GroupMember) {
+	if !proc[0].cut {
+		return
 	}
-	switch {
-	case kind == "join" || len(live) == 0:
-		s.newMember()
-	case kind == "leave":
-		live[w.rng.Intn(len(live))].leave()
-	case kind == "crash":
-		live[w.rng.Intn(len(live))].crash()
-	case kind == "partition":
-		m := live[w.rng.Intn(len(live))]
-		d := time.Duration(300+w.rng.Intn(1500)) * time.Millisecond
-		w.Tracef("member %s partitioned for %v", m.name, d)
-		m.cut = true
-		if m.conn != nil {
-			m.reset(m.conn)
-		}
-		w.at(w.Now().Add(d), owner{}, func() {
-			m.cut = false
-			w.Tracef("member %s reconnects", m.name) // its next heartbeat goes through
-		})
+	s.w.Tracef("member %s reconnects", proc[0].name)
+	for _, m := range proc {
+		m.cut = false
 	}
 }

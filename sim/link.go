@@ -51,7 +51,7 @@ func (e *linkEnd) write(frame []byte) {
 	if e.dead() || e.other.dead() {
 		return
 	}
-	if e.s.haPartitioned {
+	if e.node.g.haPartitioned {
 		// A partition stalls the stream; the ends find out by their
 		// heartbeat timeouts. Nothing more gets through this connection.
 		e.s.w.Tracef("link %d broken by the partition", e.id)
@@ -97,26 +97,27 @@ func (s *Sim) disconnect(e *linkEnd) {
 
 var errRefused = errors.New("connection refused")
 
-// dial is a slave's Env.Dial: a link to the master's replication port.
+// dial is a slave's Env.Dial: a link to its master's replication port.
 func (s *Sim) dial(from *Node, h actors.Handler) (actors.Conn, error) {
-	m := s.node
-	if !m.up || s.haPartitioned {
+	g := from.g
+	m := g.master
+	if !m.up || g.haPartitioned {
 		return nil, fmt.Errorf("dial %s: %w", m.name, errRefused)
 	}
 	s.conns++
 	a := &linkEnd{s: s, id: s.conns, node: from, epoch: from.epoch, handler: h}
-	b := &linkEnd{s: s, id: s.conns, node: m, epoch: m.epoch, handler: m.broker.HAHandler()}
+	b := &linkEnd{s: s, id: s.conns, node: m, epoch: m.epoch, handler: m.haServe}
 	a.other, b.other = b, a
-	s.links = append(s.links, a)
+	g.links = append(g.links, a)
 	s.w.Tracef("link %d: %s -> %s", a.id, from.name, m.name)
 	return a, nil
 }
 
-// resetLinks closes every link with an end on n (n crashed: the peer's
-// kernel answers with a reset).
-func (s *Sim) resetLinks(n *Node) {
-	keep := s.links[:0]
-	for _, a := range s.links {
+// resetLinks closes every link of group g with an end on n (n crashed: the
+// peer's kernel answers with a reset).
+func (s *Sim) resetLinks(g *brokerGroup, n *Node) {
+	keep := g.links[:0]
+	for _, a := range g.links {
 		if a.node == n || a.other.node == n {
 			a.closed, a.other.closed = true, true
 			if a.node != n {
@@ -130,25 +131,25 @@ func (s *Sim) resetLinks(n *Node) {
 			keep = append(keep, a)
 		}
 	}
-	s.links = keep
+	g.links = keep
 }
 
 // onHAFrame checks replication traffic as it is sent: what a master
 // streams is exactly its own log.
 func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
 	switch {
-	case f.Code == protocol.CodeHAReport && e.node == s.slave:
+	case f.Code == protocol.CodeHAReport && e.node != e.node.g.master:
 		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
-			s.slaveAcked = max(s.slaveAcked, req.(*protocol.HAReportRequest).MaxOffset)
+			e.node.report(req.(*protocol.HAReportRequest).MaxOffset)
 		}
 		return
 	case f.Code == protocol.CodeHARefuse:
 		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
-			s.w.Tracef("master refuses the slave: %s", req.(*protocol.HARefuseRequest).Reason)
+			s.w.Tracef("%s refuses %s: %s", e.node.name, e.other.node.name, req.(*protocol.HARefuseRequest).Reason)
 		}
-		s.slaveRefused = true
+		e.other.node.refused = true
 		return
-	case f.Code != protocol.CodeHATransfer || e.node != s.node:
+	case f.Code != protocol.CodeHATransfer || e.node != e.node.g.master:
 		return
 	}
 	req, err := protocol.DecodeRequest(f, protocol.DefaultLimits())
@@ -157,7 +158,7 @@ func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
 		return
 	}
 	t := req.(*protocol.HATransferRequest)
-	own, err := s.node.store.CommitLog().Read(t.Offset, len(t.Data))
+	own, err := e.node.store.CommitLog().Read(t.Offset, len(t.Data))
 	if err != nil || string(own) != string(t.Data) {
 		s.w.Violationf("the master streamed bytes at %d that are not its log's: %v", t.Offset, err)
 	}

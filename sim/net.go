@@ -130,7 +130,7 @@ func (c *Conn) send(frames ...[]byte) {
 			c.arrived[f.Opaque] = c.s.w.Now()
 			in.Frames = append(in.Frames, f)
 		}
-		node.broker.Deliver(in)
+		node.serve.Deliver(in)
 	})
 }
 

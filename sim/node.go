@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,10 +34,12 @@ func DefaultDisk() DiskModel {
 		FsyncMin: 50 * time.Microsecond, StallProb: 0.002, StallMax: 20 * time.Millisecond}
 }
 
-// sample draws one fsync latency.
-func (d DiskModel) sample(w *World) time.Duration {
-	// log-normal: p99 = p50 * exp(2.326 sigma)
-	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
+// sigma is the log-normal's: p99 = p50 * exp(2.326 sigma).
+func (d DiskModel) sigma() float64 { return math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326 }
+
+// sample draws one fsync latency; sigma is d.sigma() (computed once per
+// node: this runs for every fsync).
+func (d DiskModel) sample(w *World, sigma float64) time.Duration {
 	v := time.Duration(float64(d.FsyncP50) * math.Exp(sigma*w.rng.NormFloat64()))
 	v = max(v, d.FsyncMin)
 	if d.StallProb > 0 && w.rng.Float64() < d.StallProb {
@@ -48,8 +51,7 @@ func (d DiskModel) sample(w *World) time.Duration {
 // maxNormal is the longest fsync the model produces without an injected
 // stall fault.
 func (d DiskModel) maxNormal() time.Duration {
-	sigma := math.Log(float64(d.FsyncP99)/float64(d.FsyncP50)) / 2.326
-	return time.Duration(float64(d.FsyncP50)*math.Exp(sigma*6)) + d.StallMax
+	return time.Duration(float64(d.FsyncP50)*math.Exp(d.sigma()*6)) + d.StallMax
 }
 
 var errEIO = errors.New("EIO: simulated fsync failure")
@@ -63,14 +65,25 @@ type Node struct {
 	mem   *vfs.Mem
 	fs    vfs.FS
 	disk  DiskModel
+	sigma float64       // disk.sigma()
+	bound time.Duration // windowBound()
 
-	store  *storage.Store
-	broker *actors.Broker
-	acfg   actors.Config
-	scfg   storage.Config
-	faults actors.Faults // planted bugs (Options.Bug)
+	store *storage.Store
+	// serve and haServe are what the node's ports hand connections to: the
+	// clients' (Conn) and the replication links' (linkEnd).
+	serve, haServe actors.Handler
+	acfg           actors.Config
+	scfg           storage.Config
+	faults         actors.Faults // planted bugs (Options.Bug)
+
+	g     *brokerGroup
+	drift time.Duration // its clock's offset from virtual time
 
 	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
+	reported    int64                                       // a slave: the highest log end any incarnation reported
+	reports     []mark                                      // a slave: when its reports first reached each new high
+	crashAt     time.Time                                   // a slave: its last crash
+	refused     bool                                        // a slave: its master refused it (diverged logs)
 	up          bool
 	stallUntil  time.Time // injected disk stall
 	failFsync   bool      // injected fsync errors
@@ -90,7 +103,8 @@ type mark struct {
 
 func newNode(w *World, name string, acfg actors.Config, scfg storage.Config, disk DiskModel) *Node {
 	n := &Node{w: w, name: name, addr: acfg.StoreHost, acfg: acfg, scfg: scfg, disk: disk,
-		mem: vfs.NewMem(vfs.WithClock(w.Now))}
+		mem: vfs.NewMem(vfs.WithClock(w.Now)), sigma: disk.sigma()}
+	n.bound = acfg.FlushIntervalCommitLog + disk.maxNormal() + 20*time.Millisecond
 	n.wrapFS()
 	return n
 }
@@ -116,12 +130,29 @@ func (n *Node) start() error {
 		return fmt.Errorf("%s: open store: %w", n.name, err)
 	}
 	n.w.Tracef("%s start: %s", n.name, rep)
+	b := actors.New(n.acfg, n.env(), st, protocol.DefaultLimits())
+	if err := b.Start(); err != nil {
+		return fmt.Errorf("%s: start actors: %w", n.name, err)
+	}
+	n.store, n.up = st, true
+	n.serve, n.haServe = b, b.HAHandler()
+	n.lastMax = st.CommitLog().MaxOffset()
+	n.unflushed = n.unflushed[:0]
+	return nil
+}
+
+// env is the seams of the node's current incarnation: its clock (with its
+// drift), the world's run queue as dispatcher, blocking I/O delayed by its
+// disk model, its logger, planted bugs and outgoing links. Everything it
+// schedules is dropped when the incarnation dies. Any kind of node (a
+// broker today; a name server, a controller) runs its actors on it.
+func (n *Node) env() actors.Env {
 	own := n.own()
 	env := actors.Env{
-		Clock:      n.w.clock(own),
+		Clock:      driftClock{n.w.clock(own), n.drift},
 		Dispatcher: n.w.dispatcher(own),
 		RunIO: func(fn func()) {
-			lat := n.disk.sample(n.w)
+			lat := n.disk.sample(n.w, n.sigma)
 			if n.stallUntil.After(n.w.Now()) {
 				lat += n.stallUntil.Sub(n.w.Now())
 			}
@@ -135,14 +166,7 @@ func (n *Node) start() error {
 		dial := n.dial
 		env.Dial = func(_ string, h actors.Handler) (actors.Conn, error) { return dial(h) }
 	}
-	b := actors.New(n.acfg, env, st, protocol.DefaultLimits())
-	if err := b.Start(); err != nil {
-		return fmt.Errorf("%s: start actors: %w", n.name, err)
-	}
-	n.store, n.broker, n.up = st, b, true
-	n.lastMax = st.CommitLog().MaxOffset()
-	n.unflushed = n.unflushed[:0]
-	return nil
+	return env
 }
 
 // crash kills the node at once: its scheduled work is dropped, and its disk
@@ -156,8 +180,32 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 		n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())
 	n.mem = img
 	n.wrapFS()
-	n.store, n.broker = nil, nil
+	n.store, n.serve, n.haServe = nil, nil, nil
 	n.stallUntil, n.failFsync = time.Time{}, false
+}
+
+// report records a slave's report of its log end, as it sends it.
+func (n *Node) report(end int64) {
+	if end > n.reported {
+		n.reported = end
+		n.reports = append(n.reports, mark{end, n.w.Now()})
+	}
+}
+
+// reportedAt is when the slave first reported holding the log up to end
+// (zero if it never did).
+func (n *Node) reportedAt(end int64) time.Time {
+	i := sort.Search(len(n.reports), func(i int) bool { return n.reports[i].off >= end })
+	if i == len(n.reports) {
+		return time.Time{}
+	}
+	return n.reports[i].at
+}
+
+// windowBound is the longest an appended byte may stay unflushed under
+// ASYNC_FLUSH: an interval plus the longest normal fsync of this disk.
+func (n *Node) windowBound() time.Duration {
+	return n.bound
 }
 
 // trackWindow follows the ASYNC_FLUSH unflushed window: it returns how long

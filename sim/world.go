@@ -89,3 +89,13 @@ func (w *World) dispatcher(own owner) *vtime.Dispatcher[owner] {
 
 // clock is a node incarnation's Clock seam in virtual time.
 func (w *World) clock(own owner) *vtime.Clock[owner] { return &vtime.Clock[owner]{L: w.loop, Own: own} }
+
+// driftClock is a node's Clock seam with its clock drift: Now reads
+// virtual time plus a fixed offset; timers stay on the shared timeline (a
+// duration is the same on every node).
+type driftClock struct {
+	*vtime.Clock[owner]
+	off time.Duration
+}
+
+func (c driftClock) Now() time.Time { return c.Clock.Now().Add(c.off) }

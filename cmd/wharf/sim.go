@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ type simSummary struct {
 	Scenarios      map[string]int        `json:"scenarios"`
 	AckLatency     map[string]latencyRow `json:"ack_latency_us"`
 	Rebalance      *latencyRow           `json:"rebalance_ms,omitempty"`
+	Liveness       *latencyRow           `json:"liveness_ms,omitempty"`
 }
 
 type latencyRow struct {
@@ -60,8 +62,11 @@ func addSimCommand(root *cobra.Command) {
 		Use:   "sim",
 		Short: "Run the deterministic simulator",
 		Long: `Run the deterministic simulator: the broker's real actors on a virtual clock, disk
-and network, with faults (crash, torn write, fsync error, disk stall, partition,
-connection reset), checking durability, ordering and flush timing invariants.
+and network, in a cluster of 1-3 broker groups (a master and 0-2 slaves each) with a
+configuration drawn from the seed, with faults (crash, torn write, fsync error, disk
+stall, partition, connection reset), checking durability, ordering, flush timing and
+replication invariants, and that the cluster converges once the faults heal. Seed N
+runs scenario N mod the number of scenarios.
 
   wharf sim --seeds 1000                 run seeds 1..1000, print failures with their seed
   wharf sim --seed 42 --trace            replay one seed and print its trace
@@ -150,7 +155,21 @@ type simRun struct {
 	verbose  bool
 }
 
+// simGC trades memory for speed: a seed allocates a lot of short-lived
+// frames and records over a small live heap, so the default GOGC spends a
+// third of the campaign collecting. GOGC or GOMEMLIMIT in the environment
+// win.
+func simGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(3 << 30)
+	}
+}
+
 func runSim(cmd *cobra.Command, r simRun) error {
+	simGC()
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	start := time.Now()
 	results := make([]*sim.Result, r.n)
@@ -171,7 +190,7 @@ func runSim(cmd *cobra.Command, r simRun) error {
 				results[i] = res
 				done++
 				if res.Failed() {
-					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n", res.Seed, res.Scenario, res.Violations[0])
+					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n     config %s\n", res.Seed, res.Scenario, res.Violations[0], res.Config)
 					for _, v := range res.Violations[1:min(len(res.Violations), 5)] {
 						fmt.Fprintf(errOut, "     %s\n", v)
 					}
@@ -199,7 +218,11 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		FailedSeeds: []int64{}}
 	hists := map[string]*hdrhistogram.Histogram{}
 	reb := hdrhistogram.New(1, 600_000, 3)
+	conv := hdrhistogram.New(1, 600_000, 3)
 	for _, res := range results {
+		if res.Converged > 0 {
+			conv.RecordValue(res.Converged.Milliseconds())
+		}
 		if res.Rebalance != nil {
 			reb.Merge(res.Rebalance)
 		}
@@ -209,12 +232,11 @@ func runSim(cmd *cobra.Command, r simRun) error {
 			sum.Failures++
 			sum.FailedSeeds = append(sum.FailedSeeds, res.Seed)
 		}
-		if res.AckLatency != nil {
-			mode := string(res.Mode)
+		for mode, h := range res.ByMode {
 			if hists[mode] == nil {
 				hists[mode] = hdrhistogram.New(1, 60_000_000, 3)
 			}
-			hists[mode].Merge(res.AckLatency)
+			hists[mode].Merge(h)
 		}
 	}
 	if r.single {
@@ -233,17 +255,14 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		sum.AckLatency[m] = latencyRow{Acks: h.TotalCount(), P50: h.ValueAtQuantile(50), P99: h.ValueAtQuantile(99),
 			P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 	}
-	if reb.TotalCount() > 0 {
-		sum.Rebalance = &latencyRow{Acks: reb.TotalCount(), P50: reb.ValueAtQuantile(50), P99: reb.ValueAtQuantile(99),
-			P999: reb.ValueAtQuantile(99.9), Max: reb.Max()}
-	}
+	sum.Rebalance, sum.Liveness = histRow(reb), histRow(conv)
 	if r.json {
 		b, _ := json.Marshal(sum)
 		fmt.Fprintln(out, string(b))
 	} else {
 		fmt.Fprintf(out, "%d seeds, %d failed, %.0f virtual s in %.1f wall s (%.0f seeds/min)", sum.Seeds, sum.Failures, sum.SimSeconds, wall, sum.SeedsPerMinute)
 		if r.single {
-			fmt.Fprintf(out, ", trace %s", sum.TraceHash)
+			fmt.Fprintf(out, ", trace %s\nscenario %s, config %s", sum.TraceHash, results[0].Scenario, results[0].Config)
 		}
 		fmt.Fprintln(out)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -254,6 +273,9 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		}
 		if l := sum.Rebalance; l != nil {
 			fmt.Fprintf(tw, "rebalance after a member left (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
+		}
+		if l := sum.Liveness; l != nil {
+			fmt.Fprintf(tw, "convergence after healing (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
 		}
 		tw.Flush()
 		if len(sum.FailedSeeds) > 0 {
@@ -267,6 +289,14 @@ func runSim(cmd *cobra.Command, r simRun) error {
 		return fmt.Errorf("bug %s was planted and no seed caught it: the simulator missed it", r.bug)
 	}
 	return nil
+}
+
+// histRow summarizes h (nil if empty).
+func histRow(h *hdrhistogram.Histogram) *latencyRow {
+	if h.TotalCount() == 0 {
+		return nil
+	}
+	return &latencyRow{Acks: h.TotalCount(), P50: h.ValueAtQuantile(50), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 }
 
 func isTerminal(f *os.File) bool {

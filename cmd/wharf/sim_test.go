@@ -34,12 +34,12 @@ func simLastJSON(t *testing.T, out string, v any) {
 // TestSimPlantedBugsFail: the simulator has teeth: with a planted bug the
 // command reports a violation and fails.
 func TestSimPlantedBugsFail(t *testing.T) {
-	for _, bug := range []string{"ack-before-flush", "skip-crc-check"} {
-		out, err := runWharf(t, "sim", "--bug", bug, "--seeds", "60", "--json")
+	for _, bug := range []struct{ name, scenario string }{{"ack-before-flush", "sync-flush"}, {"skip-crc-check", "async-flush"}} {
+		out, err := runWharf(t, "sim", "--bug", bug.name, "--scenario", bug.scenario, "--seeds", "20", "--json")
 		var sum simSummary
 		simLastJSON(t, out, &sum)
 		if err == nil || sum.Failures == 0 {
-			t.Fatalf("--bug %s: err %v, %d failures; want a reported violation and a failure\n%s", bug, err, sum.Failures, out)
+			t.Fatalf("--bug %s: err %v, %d failures; want a reported violation and a failure\n%s", bug.name, err, sum.Failures, out)
 		}
 	}
 }

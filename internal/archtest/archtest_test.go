@@ -118,7 +118,6 @@ const maxFuncLines = 80
 // "folder:Func" (a method as "(*T).M"). It only shrinks: an entry whose
 // function is back under the budget (or gone) fails the test until deleted.
 var funcDebt = map[string]string{
-	// The broker's core, to be split into plain cores by issue 11.
 	// storage: one long pass each.
 	"storage:(*Store).recover":         "every recovery phase inline: abort file, scan, truncate, queues, index",
 	"storage:(*CommitLog).AppendBatch": "segment roll and per-message encoding inline in the append loop",
@@ -128,10 +127,6 @@ var funcDebt = map[string]string{
 	"netio:(*engineHandler).OnTraffic": "splitting, decoding and routing of one read burst inline",
 	"netio:(*conn).write":              "inflight accounting, direct write, writev batching and the outbound limit inline",
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
-	// The client's fake broker (a test helper compiled as code).
-	// The simulator.
-	"sim:Run":          "one seed's setup, run, crash phases and checks in sequence",
-	"sim:(*Sim).onAck": "every acknowledgement check at the instant of the answer",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 	"cmd/wharf:runConsume":                   "flags, consumer setup, progress and output of `wharf consume`",
 	"cmd/wharf:runProduce":                   "flags, producer setup, progress and output of `wharf produce`",
