@@ -83,6 +83,28 @@ const (
 	avoidFailedBroker = time.Second
 )
 
+// SendPolicy is the send policy (routes' TTL, retries, backoff, fault
+// avoidance) of a Producer built with opts: what its send path decides by.
+// The simulator's producers run the producer's send path (client/sendpath)
+// under this policy, so a change to the client's defaults is simulated too.
+func SendPolicy(opts ...Option) (sendpath.Config, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return sendpath.Config{}, err
+	}
+	return sendPolicy(&o), nil
+}
+
+func sendPolicy(o *options) sendpath.Config {
+	return sendpath.Config{
+		RouteTTL:   o.routeTTL,
+		Retries:    o.retries,
+		Backoff:    o.retryBackoff,
+		MaxBackoff: max(o.retryBackoff, maxRetryBackoff),
+		AvoidFor:   avoidFailedBroker,
+	}
+}
+
 // NewProducer connects to the broker at addr ("host:port"). It fails with
 // ErrBrokerUnavailable if the broker cannot be reached; afterwards a lost
 // connection is re-established on the next send.
@@ -92,13 +114,7 @@ func NewProducer(addr string, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 	p := &Producer{o: o, ids: newUniqIDGenerator(), done: make(chan struct{})}
-	p.table = sendpath.NewTable(sendpath.Config{
-		RouteTTL:   o.routeTTL,
-		Retries:    o.retries,
-		Backoff:    o.retryBackoff,
-		MaxBackoff: max(o.retryBackoff, maxRetryBackoff),
-		AvoidFor:   avoidFailedBroker,
-	})
+	p.table = sendpath.NewTable(sendPolicy(&o))
 	p.c = newConn(addr, &p.o, func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: p.o.clientID, ProducerGroups: []string{p.o.producerGroup}}
 	})

@@ -87,7 +87,9 @@ func (s *Sim) onSendOK(c *Conn, f *protocol.Frame, p *pending, lat time.Duration
 			continue
 		}
 		sm := s.sent[p.keys[i]]
-		sm.acked, sm.phy, sm.qo, sm.ackAt = true, phy, first+int64(i), s.w.Now()
+		// The latest acknowledgement is the one checked: an earlier one
+		// whose answer a crash or a reset lost made the client retry.
+		sm.acked, sm.lost, sm.g, sm.queue, sm.phy, sm.qo, sm.ackAt = true, false, g, p.queue, phy, first+int64(i), s.w.Now()
 		if hdr, err := c.node.store.CommitLog().Read(phy, 8); err == nil {
 			size, _, _ := storage.PeekHeader(hdr)
 			sm.end = phy + int64(size)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wharfmq/wharf/client/sendpath"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -32,6 +33,8 @@ type pending struct {
 	offset int64 // commit or pull offset
 	sentAt time.Time
 	cancel func() bool
+	out    *outgoing         // a send's message(s)
+	to     sendpath.QueueRef // where the send went
 }
 
 // Client is a simulated producer or consumer: a state machine driven by
@@ -56,6 +59,11 @@ type Client struct {
 	sinceCommit map[groupQueue]int
 	resuming    []bool // per group: offsets being queried on a new connection
 	produced    int
+
+	// producers: the client's own send path (routes, queue choice, retry
+	// plan, fault avoidance), under the client's default policy.
+	table        *sendpath.Table
+	routeVersion int64
 }
 
 // groupQueue is queue q of broker group g.
@@ -107,19 +115,25 @@ func (c *Client) request(g *brokerGroup, req protocol.Request, p *pending) {
 	conn := c.conns[g.idx]
 	p.code, p.conn, p.sentAt = req.RequestCode(), conn, c.s.w.Now()
 	c.pend[op] = p
-	p.cancel = c.s.w.at(c.s.w.Now().Add(reqTimeout), c.own(), func() { c.timeout(conn, op) })
+	p.cancel = c.s.w.at(c.s.w.Now().Add(reqTimeout), c.own(), func() { c.timeout(conn, op, sendpath.TimedOut) })
 	conn.send(frame)
 }
 
-func (c *Client) timeout(conn *Conn, op uint32) {
+// timeout ends a request without an answer: it timed out, or its
+// connection broke (failure says which).
+func (c *Client) timeout(conn *Conn, op uint32, failure sendpath.Failure) {
 	p := c.pend[op]
 	if p == nil {
 		return
 	}
 	delete(c.pend, op)
-	c.s.w.Tracef("client %d: request %d (%v) timed out", c.id, op, p.code)
+	c.s.w.Tracef("client %d: request %d (%v): %v", c.id, op, p.code, failure)
 	if !conn.closed && conn == c.conns[conn.node.g.idx] {
 		conn.closed = true // give up on this connection
+	}
+	if p.out != nil {
+		c.decide(p.out, p.to, sendpath.Outcome{Failure: failure})
+		return
 	}
 	c.afterReply(p)
 }
@@ -136,7 +150,7 @@ func (c *Client) reset(conn *Conn) {
 	for _, op := range ops {
 		if p := c.pend[op]; p != nil {
 			p.cancel()
-			c.timeout(conn, op)
+			c.timeout(conn, op, sendpath.Broken)
 		}
 	}
 }
@@ -221,48 +235,6 @@ func (c *Client) body(key string) []byte {
 	return b
 }
 
-// pickQueue is where the next send goes: a queue of any group, spread
-// evenly (no name server yet: the client has the static list of groups).
-func (c *Client) pickQueue() (*brokerGroup, int32) {
-	i := c.s.w.rng.Intn(len(c.s.groups) * simQueues)
-	return c.s.groups[i/simQueues], int32(i % simQueues)
-}
-
-// produce sends the next message (or batch) to a queue pickQueue chose;
-// if that group's master is down, it tries again a little later.
-func (c *Client) produce() {
-	g, q := c.pickQueue()
-	if !c.ensureConn(g) {
-		c.inflight++
-		c.s.w.at(c.s.w.Now().Add(100*time.Millisecond), c.own(), func() { c.afterReply(&pending{code: protocol.CodeSendMessage}) })
-		return
-	}
-	c.produced++
-	c.inflight++
-	if c.kind == BatchProducer {
-		n := 2 + c.s.w.rng.Intn(6)
-		req := &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: c.s.w.Now().UnixMilli()}
-		p := &pending{queue: q}
-		for range n {
-			key := c.nextKey()
-			m := protocol.Message{Body: c.body(key)}
-			m.SetKeys(key)
-			req.Messages = append(req.Messages, m)
-			p.keys = append(p.keys, key)
-			c.s.sent[key] = &sentMsg{key: key, body: m.Body, g: g, queue: q, producer: c.id}
-		}
-		c.request(g, req, p)
-		return
-	}
-	key := c.nextKey()
-	req := &protocol.SendRequest{Topic: simTopic, QueueID: q, Body: c.body(key), BornTimestamp: c.s.w.Now().UnixMilli()}
-	m := req.Message()
-	m.SetKeys(key)
-	req.Properties = m.Properties
-	c.s.sent[key] = &sentMsg{key: key, body: req.Body, g: g, queue: q, producer: c.id}
-	c.request(g, req, &pending{keys: []string{key}, queue: q})
-}
-
 func (c *Client) nextKey() string {
 	c.seq++
 	return fmt.Sprintf("c%d-%d", c.id, c.seq)
@@ -270,16 +242,6 @@ func (c *Client) nextKey() string {
 
 func (c *Client) afterReply(p *pending) {
 	switch p.code {
-	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
-		c.inflight--
-		if c.kind == AsyncProducer {
-			return // it runs on its own timer
-		}
-		think := time.Duration(500+c.s.w.rng.Intn(4000)) * time.Microsecond
-		if c.s.sc.NoThink {
-			think = 0
-		}
-		c.s.w.at(c.s.w.Now().Add(think), c.own(), c.kick)
 	case protocol.CodePullMessage:
 		c.pulling[groupQueue{p.conn.node.g.idx, p.queue}] = false
 		c.s.w.at(c.s.w.Now().Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
@@ -301,6 +263,8 @@ func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	switch p.code {
 	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
 		c.onSendResponse(f, p)
+		c.decide(p.out, p.to, sendpath.Outcome{Failure: sendpath.Answered, Status: f.Status})
+		return
 	case protocol.CodePullMessage:
 		c.onPull(f, p)
 	case protocol.CodeUpdateConsumerOffset:
@@ -411,7 +375,7 @@ func (c *Client) checkPulled(g *brokerGroup, p *pending, msgs []protocol.Message
 		switch {
 		case sm == nil:
 			c.s.w.Violationf("client %d: %s queue %d offset %d: message %q was never sent", c.id, g.spec.Name, p.queue, m.QueueOffset, key)
-		case !bytes.Equal(sm.body, m.Body) || sm.queue != m.QueueID || sm.g != g:
+		case !bytes.Equal(sm.body, m.Body) || m.QueueID != p.queue || !sm.storedIn(g, m.QueueID):
 			c.s.w.Violationf("client %d: %s queue %d offset %d: message %q differs from what was sent", c.id, g.spec.Name, p.queue, m.QueueOffset, key)
 		}
 		c.s.consumed(g, p.queue, m.QueueOffset, key)

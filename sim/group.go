@@ -364,7 +364,7 @@ func (m *GroupMember) onPull(f *protocol.Frame, p *memberPending) {
 		for i := range r.Messages {
 			msg := &r.Messages[i]
 			key := msg.Property(protocol.PropertyKeys)
-			if sm := m.s.sent[key]; sm == nil || sm.g != m.g || !bytes.Equal(sm.body, msg.Body) {
+			if sm := m.s.sent[key]; sm == nil || !sm.storedIn(m.g, msg.QueueID) || !bytes.Equal(sm.body, msg.Body) {
 				m.s.w.Violationf("member %s: queue %v offset %d: message %q not as sent", m.label, p.queue, msg.QueueOffset, key)
 			}
 			m.s.res.Consumed++

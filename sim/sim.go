@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -134,8 +135,9 @@ func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 type sentMsg struct {
 	key      string
 	body     []byte
-	g        *brokerGroup
+	g        *brokerGroup // where the acknowledged attempt went (nil until acked)
 	queue    int32
+	tried    []groupQueue // where every attempt went: each may have stored it
 	producer int
 	acked    bool
 	phy      int64
@@ -147,6 +149,18 @@ type sentMsg struct {
 
 // brokerGroup is one broker group of the run: a master, its slaves, the
 // network between them, and what the checks know of its queues.
+// sentTo records an attempt to store the message in queue q of group g.
+func (sm *sentMsg) sentTo(g *brokerGroup, q int32) {
+	sm.tried = append(sm.tried, groupQueue{g.idx, q})
+}
+
+// storedIn reports whether an attempt to send the message went to queue q
+// of group g: a retry after a lost answer may leave copies in several
+// queues (at least once), each a legal place to find it.
+func (sm *sentMsg) storedIn(g *brokerGroup, q int32) bool {
+	return slices.Contains(sm.tried, groupQueue{g.idx, q})
+}
+
 type brokerGroup struct {
 	idx           int
 	spec          GroupSpec

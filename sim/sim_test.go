@@ -109,7 +109,12 @@ func TestGroupCommit(t *testing.T) {
 		ratio := float64(r.AcksOK) / float64(r.Fsyncs)
 		t.Logf("%2d producers: %d acks, %d fsyncs, %.2f acks/fsync, ack p50 %dus p99 %dus", n, r.AcksOK, r.Fsyncs, ratio,
 			r.AckLatency.ValueAtQuantile(50), r.AckLatency.ValueAtQuantile(99))
-		if ratio <= prev*1.5 {
+		// "Clearly more": 30 % more per step. Four producers get about
+		// 1.5 acks per fsync, not 4: a producer's next send arrives a
+		// network round trip (40-400 µs) after its answer, and the
+		// simulated fsync (p50 150 µs) is shorter than that, so many
+		// fsyncs start before a second send is waiting.
+		if ratio <= prev*1.3 {
 			t.Errorf("%d producers: %.2f acks per fsync, not clearly more than %.2f with fewer producers", n, ratio, prev)
 		}
 		prev = ratio
