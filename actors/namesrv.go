@@ -145,14 +145,10 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *nsRequest:
 		a.handle(m, now)
 	case *nsConnClosed:
-		if a.core.ConnClosed(m.conn, now) {
-			a.k.log.Info("broker connection closed: out of the routes", "version", a.core.Version())
-		}
+		a.logDead("broker connection closed: out of the routes", a.core.ConnClosed(m.conn, now))
 	case *nsScan:
 		a.armed, a.stop = time.Time{}, nil
-		if a.core.Expire(now) {
-			a.k.log.Info("broker lease expired: out of the routes", "version", a.core.Version())
-		}
+		a.logDead("broker lease expired: out of the routes", a.core.Expire(now))
 	case *actor.Stopping:
 		if a.stop != nil {
 			a.stop()
@@ -162,6 +158,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		return
 	}
 	a.arm(ctx.Self(), now)
+}
+
+func (a *routeActor) logDead(msg string, dead []protocol.BrokerIdentity) {
+	for _, id := range dead {
+		a.k.log.Info(msg, "cluster", id.ClusterName, "group", id.BrokerName, "brokerId", id.BrokerID, "addr", id.BrokerAddr,
+			"version", a.core.Version())
+	}
 }
 
 // arm sets the timer for the table's next lease end if it is not set

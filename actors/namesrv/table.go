@@ -15,6 +15,10 @@ import (
 // it asks for another lease (brokers heartbeat every second by default).
 const DefaultLease = 5 * time.Second
 
+// MaxLease caps the lease a broker may ask for: a broker silent longer is
+// dead whatever it asked (and a huge value cannot overflow a Duration).
+const MaxLease = 10 * time.Minute
+
 // ErrInvalid is wrapped by the errors of a registration that names no
 // cluster, group or address, or a negative brokerId.
 var ErrInvalid = errors.New("namesrv: invalid registration")
@@ -106,8 +110,8 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	takeTopics := cmp > 0 || changed
 	b.id, b.haAddr, b.role, b.version, b.conn = id, reg.HAServerAddr, reg.BrokerRole, reg.DataVersion, reg.Conn
 	b.alive, b.lastBeat, b.lease = true, now, t.lease
-	if reg.HeartbeatTimeoutMillis > 0 {
-		b.lease = time.Duration(reg.HeartbeatTimeoutMillis) * time.Millisecond
+	if ms := reg.HeartbeatTimeoutMillis; ms > 0 {
+		b.lease = time.Duration(min(ms, MaxLease.Milliseconds())) * time.Millisecond
 	}
 	g.cluster = id.ClusterName
 	if takeTopics && isMaster(b) && setTopics(g, b, reg.Topics) {
@@ -220,31 +224,33 @@ func (t *Table) Unregister(id protocol.BrokerIdentity, now time.Time) bool {
 }
 
 // ConnClosed expires at once every alive broker whose last registration or
-// heartbeat came on conn: a closed connection is a dead broker, not one
-// to wait a lease for.
-func (t *Table) ConnClosed(conn uint64, now time.Time) bool {
+// heartbeat came on conn (a closed connection is a dead broker, not one
+// to wait a lease for), and returns them.
+func (t *Table) ConnClosed(conn uint64, now time.Time) []protocol.BrokerIdentity {
 	return t.expireWhere(now, func(b *broker) bool { return b.conn == conn })
 }
 
-// Expire marks dead every broker whose lease ended at or before now.
-func (t *Table) Expire(now time.Time) bool {
+// Expire marks dead every broker whose lease ended at or before now, and
+// returns them.
+func (t *Table) Expire(now time.Time) []protocol.BrokerIdentity {
 	return t.expireWhere(now, func(b *broker) bool { return !now.Before(b.lastBeat.Add(b.lease)) })
 }
 
-func (t *Table) expireWhere(now time.Time, dead func(*broker) bool) bool {
-	changed := false
-	for _, g := range t.groups {
-		for _, b := range g.brokers {
-			if b.alive && dead(b) {
+func (t *Table) expireWhere(now time.Time, dead func(*broker) bool) []protocol.BrokerIdentity {
+	var out []protocol.BrokerIdentity
+	for _, name := range t.sortedGroups() {
+		g := t.groups[name]
+		for _, id := range slices.Sorted(maps.Keys(g.brokers)) {
+			if b := g.brokers[id]; b.alive && dead(b) {
 				b.alive = false
-				changed = true
+				out = append(out, b.id)
 			}
 		}
 	}
-	if changed {
+	if len(out) > 0 {
 		t.bump(now)
 	}
-	return changed
+	return out
 }
 
 // Deadline is when the next lease ends (Expire must run then), and false
@@ -339,18 +345,4 @@ func (t *Table) Topics() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
-}
-
-// Masters are the addresses of the alive masters of cluster's groups (every
-// cluster's if empty), sorted by group: where an admin creates a topic on
-// the whole cluster.
-func (t *Table) Masters(cluster string) []string {
-	var out []string
-	for _, name := range t.sortedGroups() {
-		g := t.groups[name]
-		if m := g.master(); m != nil && (cluster == "" || g.cluster == cluster) {
-			out = append(out, m.id.BrokerAddr)
-		}
-	}
-	return out
 }

@@ -59,10 +59,19 @@ func heartbeat(g string, id int64, addr string, counter int64, conn uint64) func
 	}
 }
 
-func expire(t *Table, now time.Time) string { return fmt.Sprint(t.Expire(now)) }
+// expired renders the brokers an expiry returned as "group/id@addr".
+func expired(ids []protocol.BrokerIdentity) string {
+	var out []string
+	for _, id := range ids {
+		out = append(out, fmt.Sprintf("%s/%d@%s", id.BrokerName, id.BrokerID, id.BrokerAddr))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func expire(t *Table, now time.Time) string { return expired(t.Expire(now)) }
 
 func closeConn(conn uint64) func(*Table, time.Time) string {
-	return func(t *Table, now time.Time) string { return fmt.Sprint(t.ConnClosed(conn, now)) }
+	return func(t *Table, now time.Time) string { return expired(t.ConnClosed(conn, now)) }
 }
 
 func unregister(g string, id int64, addr string) func(*Table, time.Time) string {
@@ -153,7 +162,7 @@ func TestRegistration(t *testing.T) {
 			{at: 10, do: register(reg("a", 0, "h1b", "ASYNC_MASTER", 2, 2, "orders:8/8")), want: "changed=true stale=false lease=5000 master=h1b",
 				route: "a:8/8/6[0=h1b+]", bumped: true},
 			// The old connection closing does not touch the new entry.
-			{at: 20, do: closeConn(1), want: "false", route: "a:8/8/6[0=h1b+]"},
+			{at: 20, do: closeConn(1), want: "[]", route: "a:8/8/6[0=h1b+]"},
 			// Nor does a late UNREGISTER from the old address.
 			{at: 30, do: unregister("a", 0, "h1"), want: "false", route: "a:8/8/6[0=h1b+]"},
 		}},
@@ -174,14 +183,14 @@ func TestLeases(t *testing.T) {
 	}{
 		{"a lease ends without heartbeats", []step{
 			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:8/8")), bumped: true},
-			{at: 4999, do: expire, want: "false", route: "a:8/8/6[0=h1+]"},
-			{at: 5000, do: expire, want: "true", route: "none", bumped: true},
+			{at: 4999, do: expire, want: "[]", route: "a:8/8/6[0=h1+]"},
+			{at: 5000, do: expire, want: "[a/0@h1]", route: "none", bumped: true},
 		}},
 		{"heartbeats renew the lease", []step{
 			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:8/8")), bumped: true},
 			{at: 4000, do: heartbeat("a", 0, "h1", 1, 1), want: "unknown=false"},
-			{at: 8999, do: expire, want: "false"},
-			{at: 9000, do: expire, want: "true", bumped: true},
+			{at: 8999, do: expire, want: "[]"},
+			{at: 9000, do: expire, want: "[a/0@h1]", bumped: true},
 			// An expired broker's heartbeat is refused: it must register.
 			{at: 9001, do: heartbeat("a", 0, "h1", 1, 1), want: "unknown=true"},
 			{at: 9002, do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:8/8")), want: "changed=true stale=false lease=5000 master=h1",
@@ -198,13 +207,22 @@ func TestLeases(t *testing.T) {
 				r.HeartbeatTimeoutMillis = 1500
 				return register(r)(t, now)
 			}, want: "changed=true stale=false lease=1500 master=h1", bumped: true},
-			{at: 1500, do: expire, want: "true", route: "none", bumped: true},
+			{at: 1500, do: expire, want: "[a/0@h1]", route: "none", bumped: true},
+		}},
+		{"a huge lease is capped", []step{
+			{do: func(t *Table, now time.Time) string {
+				r := reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:8/8")
+				r.HeartbeatTimeoutMillis = 1 << 62
+				return register(r)(t, now)
+			}, want: "changed=true stale=false lease=600000 master=h1", bumped: true},
+			{at: 599999, do: expire, want: "[]"},
+			{at: 600000, do: expire, want: "[a/0@h1]", route: "none", bumped: true},
 		}},
 		{"a closed connection expires at once", []step{
 			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 7, "orders:8/8")), bumped: true},
 			{do: register(reg("b", 0, "h2", "ASYNC_MASTER", 1, 8, "orders:4/4")), bumped: true},
-			{at: 1, do: closeConn(7), want: "true", route: "b:4/4/6[0=h2+]", bumped: true},
-			{at: 2, do: closeConn(7), want: "false"},
+			{at: 1, do: closeConn(7), want: "[a/0@h1]", route: "b:4/4/6[0=h2+]", bumped: true},
+			{at: 2, do: closeConn(7), want: "[]"},
 		}},
 		{"unregister removes the broker, and its empty group", []step{
 			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:8/8")), bumped: true},
@@ -229,14 +247,14 @@ func TestMasterLossAndReturn(t *testing.T) {
 		{do: register(reg("b", 0, "h3", "ASYNC_MASTER", 1, 3, "orders:4/4")), bumped: true},
 		{at: 1000, do: heartbeat("a", 1, "h2", 1, 2), want: "unknown=false"},
 		{at: 1000, do: heartbeat("b", 0, "h3", 1, 3), want: "unknown=false"},
-		{at: 5000, do: expire, want: "true", route: "a:8/0/4[0=h1- 1=h2+] b:4/4/6[0=h3+]", bumped: true},
+		{at: 5000, do: expire, want: "[a/0@h1]", route: "a:8/0/4[0=h1- 1=h2+] b:4/4/6[0=h3+]", bumped: true},
 		{at: 5001, do: register(reg("a", 0, "h1", "SYNC_MASTER", 1, 4, "orders:8/8")), want: "changed=true stale=false lease=5000 master=h1",
 			route: "a:8/8/6[0=h1+ 1=h2+] b:4/4/6[0=h3+]", bumped: true},
 		// A master demoted to a slave (role SLAVE at brokerId 0) is no master.
 		{at: 5002, do: register(reg("a", 0, "h1", "SLAVE", 2, 4)), route: "a:8/0/4[0=h1+ 1=h2+] b:4/4/6[0=h3+]", bumped: true},
 	})
-	if got := tb.Masters("c1"); !slices.Equal(got, []string{"h3"}) {
-		t.Errorf("masters %v", got)
+	if rd, _ := tb.Route("orders"); rd.QueueDatas[0].WriteQueueNums != 0 {
+		t.Errorf("a demoted master's group is writable: %+v", rd.QueueDatas[0])
 	}
 }
 
