@@ -84,6 +84,9 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	if err := validIdentity(id); err != nil {
 		return protocol.RegisterBrokerResponse{}, err
 	}
+	if err := validTopics(reg.Topics); err != nil {
+		return protocol.RegisterBrokerResponse{}, err
+	}
 	g := t.groups[id.BrokerName]
 	if g == nil {
 		g = &group{cluster: id.ClusterName, brokers: map[int64]*broker{}, topics: map[string]protocol.TopicConfig{}}
@@ -164,6 +167,26 @@ func validIdentity(id protocol.BrokerIdentity) error {
 	}
 	if id.BrokerID < 0 {
 		return fmt.Errorf("%w: brokerId %d is negative", ErrInvalid, id.BrokerID)
+	}
+	return nil
+}
+
+// MaxQueueNums is the most queues of a topic on one group (the broker's own limit).
+const MaxQueueNums = 1024
+
+// validTopics refuses topic configs no route could carry: a bad name,
+// queue counts outside [0, MaxQueueNums], unknown permission bits.
+func validTopics(topics []protocol.TopicConfig) error {
+	for _, tc := range topics {
+		if err := protocol.ValidateTopic(tc.Topic); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if tc.ReadQueueNums < 0 || tc.ReadQueueNums > MaxQueueNums || tc.WriteQueueNums < 0 || tc.WriteQueueNums > MaxQueueNums {
+			return fmt.Errorf("%w: topic %q: %d read and %d write queues, want 0..%d", ErrInvalid, tc.Topic, tc.ReadQueueNums, tc.WriteQueueNums, MaxQueueNums)
+		}
+		if tc.Perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit) != 0 {
+			return fmt.Errorf("%w: topic %q: perm %d", ErrInvalid, tc.Topic, tc.Perm)
+		}
 	}
 	return nil
 }

@@ -169,6 +169,9 @@ func TestRegistration(t *testing.T) {
 		{"invalid registrations are refused", []step{
 			{do: register(reg("", 0, "h1", "ASYNC_MASTER", 1, 1)), want: "error: namesrv: invalid registration: brokerName missing"},
 			{do: register(reg("a", -1, "h1", "ASYNC_MASTER", 1, 1)), want: "error: namesrv: invalid registration: brokerId -1 is negative"},
+			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "bad!x:1/1")), want: `error: namesrv: invalid registration: protocol: message illegal: topic "bad!x": character '!' not allowed (use A-Z a-z 0-9 _ - % |)`},
+			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "orders:2000/1")), want: `error: namesrv: invalid registration: topic "orders": 2000 read and 1 write queues, want 0..1024`},
+			{do: register(reg("a", 0, "h1", "ASYNC_MASTER", 1, 1, "%RETRY%g:1/1")), want: "changed=true stale=false lease=5000 master=h1", bumped: true},
 		}},
 	}
 	for _, c := range cases {
