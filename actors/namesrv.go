@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wharfmq/wharf/actors/namesrv"
+	"github.com/wharfmq/wharf/actors/supervise"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -50,7 +51,17 @@ func (n *NameServer) Start() error {
 	actorLog := n.log.With("lib", "protoactor")
 	n.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	n.k = &kit{root: n.sys.Root, clock: n.env.Clock, runIO: n.env.RunIO, log: n.log}
-	var opts []actor.PropsOption
+	// Restart a panicking actor, at most 10 times a minute; beyond that
+	// the name server cannot be trusted to go on (Env.Fatal).
+	fatal := n.env.Fatal
+	if fatal == nil {
+		fatal = func(err error) { n.log.Error("name server actor failed for good", "err", err) }
+	}
+	strategy := supervise.New(supervise.Config{Clock: n.env.Clock, MaxRestarts: 10, Window: time.Minute,
+		Fatal: func(child *actor.PID, reason any) {
+			fatal(fmt.Errorf("actor %s keeps failing: %v", child.Id, reason))
+		}})
+	opts := []actor.PropsOption{actor.WithGuardian(strategy), actor.WithSupervisor(strategy)}
 	if n.env.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(n.env.Dispatcher))
 	}

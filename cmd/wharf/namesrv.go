@@ -79,7 +79,11 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 	}
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
-	env := actors.Env{Clock: wallClock{}, Logger: log, RunIO: func(fn func()) { go fn() }}
+	env := actors.Env{Clock: wallClock{}, Logger: log, RunIO: func(fn func()) { go fn() },
+		Fatal: func(err error) {
+			log.Error("fatal: the name server stops", "err", err)
+			os.Exit(1)
+		}}
 	ns := actors.NewNameServer(actors.NameServerConfig{Lease: time.Duration(c.BrokerNotActiveTimeoutMillis) * time.Millisecond}, env, limits)
 	if err := ns.Start(); err != nil {
 		return err
