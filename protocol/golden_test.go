@@ -56,6 +56,12 @@ func goldenFrames(t testing.TB) map[string][]byte {
 				BodyCRC:         crc32.ChecksumIEEE(body) & 0x7FFFFFFF,
 			}},
 		})),
+		"route_response": must(AppendResponse(nil, CodeGetRouteInfoByTopic, 3, StatusOK, "", &RouteData{
+			Topic: "demo", Version: 1700000000000000,
+			QueueDatas: []QueueData{{BrokerName: "a", ReadQueueNums: 4, WriteQueueNums: 4, Perm: PermRead | PermWrite}},
+			Brokers: []BrokerRef{{ClusterName: "c", BrokerName: "a", BrokerID: 0, BrokerAddr: "127.0.0.1:10911",
+				BrokerRole: "ASYNC_MASTER", Alive: true}},
+		})),
 	}
 }
 
@@ -218,6 +224,8 @@ func (a *annotator) value(indent int, key string) {
 	case c == 0xc4 || c == 0xc5 || c == 0xc6:
 		s, _ := r.rawStr()
 		a.emit(r.p-a.p, indent, "%s, %d bytes: %q", fmtName(c), len(s), s)
+	case c == 0xc2 || c == 0xc3:
+		a.emit(1, indent, "%s", fmtName(c))
 	default:
 		v, err := r.int64()
 		if err != nil {

@@ -11,6 +11,8 @@ func newRootCmd() *cobra.Command {
 	}
 	addBrokerCommand(root)
 	addClientCommands(root)
+	addNamesrvCommand(root)
+	addClusterCommands(root)
 	addSimCommand(root)
 	addBenchCommand(root)
 	return root

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/netio"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// namesrvConfig is `wharf namesrv`'s configuration, in RocketMQ's
+// namesrv.conf key names where RocketMQ has the setting.
+type namesrvConfig struct {
+	ListenPort  int    // listenPort
+	BindAddress string // bindAddress
+	// StorePathRootDir is accepted for RocketMQ parity; the name server
+	// keeps no files (its table is rebuilt from registrations).
+	StorePathRootDir string
+	// BrokerNotActiveTimeoutMillis is the lease of a broker that asks for
+	// none (RocketMQ's acting-master timeout; its classic default is 120 s).
+	BrokerNotActiveTimeoutMillis int64
+	// ServerChannelMaxIdleTimeSeconds closes a silent connection.
+	ServerChannelMaxIdleTimeSeconds int
+	MaxFrameSize                    int
+}
+
+func defaultNamesrvConfig() namesrvConfig {
+	return namesrvConfig{ListenPort: 9876, BindAddress: "0.0.0.0", BrokerNotActiveTimeoutMillis: 5000,
+		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize}
+}
+
+// addNamesrvCommand registers `wharf namesrv`.
+func addNamesrvCommand(root *cobra.Command) {
+	c := defaultNamesrvConfig()
+	var logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "namesrv",
+		Short: "Run a name server",
+		Long: `Run a name server: the route table brokers register with and clients ask
+for routes. Name servers are stateless and independent: run two or more and
+give every broker and client all of their addresses ("a:9876;b:9876").
+Every setting is a flag named as RocketMQ's namesrv.conf key; no file is needed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			return runNamesrv(cmd.Context(), c, log)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&c.ListenPort, "listenPort", c.ListenPort, "port brokers and clients connect to")
+	f.StringVar(&c.BindAddress, "bindAddress", c.BindAddress, "address to listen on")
+	f.StringVar(&c.StorePathRootDir, "storePathRootDir", c.StorePathRootDir, "accepted for RocketMQ parity: the name server keeps no files")
+	f.Int64Var(&c.BrokerNotActiveTimeoutMillis, "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis,
+		"lease of a broker that asks for none: silent that long, it leaves the routes (ms)")
+	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
+		"close a connection idle that long (0: never)")
+	f.IntVar(&c.MaxFrameSize, "maxFrameSize", c.MaxFrameSize, "largest frame accepted (bytes)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	root.AddCommand(cmd)
+}
+
+func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
+	if c.BrokerNotActiveTimeoutMillis <= 0 {
+		return fmt.Errorf("--brokerNotActiveTimeoutMillis %d: want > 0", c.BrokerNotActiveTimeoutMillis)
+	}
+	limits := protocol.DefaultLimits()
+	limits.MaxFrameSize = c.MaxFrameSize
+	env := actors.Env{Clock: wallClock{}, Logger: log, RunIO: func(fn func()) { go fn() },
+		Fatal: func(err error) {
+			log.Error("fatal: the name server stops", "err", err)
+			os.Exit(1)
+		}}
+	ns := actors.NewNameServer(actors.NameServerConfig{Lease: time.Duration(c.BrokerNotActiveTimeoutMillis) * time.Millisecond}, env, limits)
+	if err := ns.Start(); err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(c.BindAddress, strconv.Itoa(c.ListenPort))
+	srv := netio.NewServer(ns, netio.Options{Addr: addr, Limits: limits, Logger: log,
+		IdleTimeout: time.Duration(c.ServerChannelMaxIdleTimeSeconds) * time.Second})
+	if err := srv.Start(); err != nil {
+		ns.Stop()
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	log.Info("name server started", "listen", srv.Addr(), "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", ctx.Err())
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Stop(stopCtx)
+	ns.Stop()
+	if err != nil {
+		return fmt.Errorf("unclean shutdown: %w", err)
+	}
+	log.Info("name server stopped cleanly")
+	return nil
+}
