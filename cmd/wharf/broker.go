@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -206,18 +205,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 			srv.Addr(), srv.Addr(), srv.Addr())
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", ctx.Err())
-	}
+	waitForStop(ctx, log)
 	// Stop accepting and drain the connections, then the actors (writes,
 	// flush, dispatch, offsets), then the store: a clean checkpoint and no
 	// abort file.

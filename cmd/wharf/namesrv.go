@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,18 +95,7 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 	}
 	log.Info("name server started", "listen", srv.Addr(), "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", ctx.Err())
-	}
+	waitForStop(ctx, log)
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := srv.Stop(stopCtx)
