@@ -14,7 +14,7 @@ import (
 )
 
 // TestCLIGroupListDescribe: two `consume` members of one group share a
-// topic on the fake broker; group list and describe show them.
+// topic on an in-process broker; group list and describe show them.
 func TestCLIGroupListDescribe(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(100*time.Millisecond))
 	b.CreateTopic("T", 4)
