@@ -112,6 +112,18 @@ func TestProducerRoundRobinOverGroups(t *testing.T) {
 			t.Errorf("group %s stored %d of 8 messages, want 4 (round robin over 2x2 queues)", groupName(i), n)
 		}
 	}
+	if _, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: []byte("q")}, ToQueue(1)); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("ToQueue on name-server routes: %v, want ErrInvalidParameter", err)
+	}
+	if _, err := NewPullConsumer("", "G", WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("NewPullConsumer on name-server routes: %v, want ErrInvalidParameter", err)
+	}
+	if _, err := NewProducer(c.brokers[0].Addr(), WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("NewProducer with an address and WithNameServer: %v, want ErrInvalidParameter", err)
+	}
+	if _, err := NewProducer("", WithNameServer("127.0.0.1:1")); !errors.Is(err, ErrBrokerUnavailable) {
+		t.Errorf("NewProducer without a reachable name server: %v, want ErrBrokerUnavailable", err)
+	}
 	// A topic no group hosts: the name server says so.
 	_, err := p.Send(ctx, &protocol.Message{Topic: "nowhere", Body: []byte("x")})
 	if !errors.Is(err, ErrTopicNotExist) {
@@ -189,6 +201,9 @@ func TestProducerSurvivesAGroupsDeath(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged, %d failed sends, %d stored", len(acked), failed, len(keys))
+	if n := dead.Total(topic); n == 0 {
+		t.Error("the stopped broker had stored nothing: the load did not reach both groups")
+	}
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged messages lost", lost, len(acked))
 	}

@@ -108,6 +108,18 @@
 //     broker than the one that failed; never when the broker stored the
 //     message without confirming it.
 //
+// ToQueue and WithQueue name a queue of one broker: on name-server routes
+// a send with them fails with ErrInvalidParameter.
+//
+// A PushConsumer on name-server routes is a member of its consumer group
+// on every broker group hosting its topics (each broker's coordinator
+// assigns its own queues; the consumer consumes all it is given), on the
+// group's master with the group's slaves to read from while the master is
+// gone, offsets kept; broker groups that appear later are joined within
+// WithRouteRefresh. BrokerGroups gives each group's member. A
+// PullConsumer reads one broker group: it takes a broker address, not
+// WithNameServer.
+//
 // An Admin with WithNameServer gets ClusterInfo (GET_BROKER_CLUSTER_INFO),
 // TopicRoute and CreateTopicInCluster (the topic on every live master of
 // a cluster).

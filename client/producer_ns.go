@@ -51,6 +51,9 @@ func (p *Producer) connFor(to sendpath.QueueRef) (*conn, error) {
 	if p.ns == nil {
 		return p.c, nil
 	}
+	if to.Broker == "" && to.QueueID >= 0 {
+		return nil, fmt.Errorf("%w: ToQueue and WithQueue name a queue of one broker: not on name-server routes", ErrInvalidParameter)
+	}
 	if to.Broker == "" {
 		return nil, fmt.Errorf("%w: no broker group with a live master takes writes for this topic", ErrBrokerUnavailable)
 	}
