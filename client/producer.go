@@ -47,7 +47,9 @@ type sendOptions struct {
 // ToQueue sends to this queue of the topic instead of the producer's choice.
 func ToQueue(q int32) SendOption { return func(s *sendOptions) { s.queue = q } }
 
-// Producer sends messages to one broker. It is safe for concurrent use.
+// Producer sends messages to one broker, or with WithNameServer to every
+// broker group of a cluster (see WithNameServer). It is safe for
+// concurrent use.
 //
 // Queue selection: a message goes to the queue given by ToQueue or
 // WithQueue, else round robin over the topic's write queues (read from the
