@@ -14,11 +14,15 @@ import (
 // Admin manages topics and offsets and looks messages up. It is safe for
 // concurrent use.
 type Admin struct {
-	o options
-	c *conn
+	o  options
+	c  *conn        // the broker addr names; its calls fail without one
+	ns *nameServers // WithNameServer's; nil without
 }
 
-// NewAdmin connects to the broker at addr.
+// NewAdmin connects to the broker at addr. With WithNameServer it
+// connects to a name server too (and addr may be ""): ClusterInfo,
+// TopicRoute and CreateTopicInCluster ask the name servers, and the other
+// calls, which are a single broker's, need addr.
 func NewAdmin(addr string, opts ...Option) (*Admin, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -26,16 +30,35 @@ func NewAdmin(addr string, opts ...Option) (*Admin, error) {
 	}
 	a := &Admin{o: o}
 	a.c = newConn(addr, &a.o, nil)
+	if o.nameServers != "" {
+		addrs, err := parseNameServers(o.nameServers)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidParameter, err)
+		}
+		a.ns = newNameServers(addrs, &a.o)
+		ctx, cancel := context.WithTimeout(context.Background(), o.dialTimeout)
+		defer cancel()
+		if err := a.ns.connect(ctx); err != nil {
+			a.ns.close()
+			return nil, err
+		}
+		if addr == "" {
+			return a, nil
+		}
+	}
 	if err := a.c.connect(context.Background()); err != nil {
-		a.c.close()
+		a.Close()
 		return nil, err
 	}
 	return a, nil
 }
 
-// Close fails calls in flight with ErrClosed and closes the connection.
+// Close fails calls in flight with ErrClosed and closes the connections.
 func (a *Admin) Close() error {
 	a.c.close()
+	if a.ns != nil {
+		a.ns.close()
+	}
 	return nil
 }
 

@@ -27,6 +27,11 @@ type conn struct {
 	// broker sends on its own (requests, not responses), from the reader
 	// goroutine: it must not block. Without it they are ignored.
 	onRequest func(f *protocol.Frame)
+	// onDown, if set (before the first connect), is called when a session
+	// ends for another reason than close, after its calls have been
+	// failed: a Producer on name-server routes refreshes them at once.
+	// It must not block.
+	onDown func()
 
 	opaque atomic.Uint32
 
@@ -116,6 +121,10 @@ type pendingCall struct {
 
 var errorIncompleteFrame = errors.New("incomplete frame")
 
+// errNoBroker is the failure of a call on a connection without an
+// address: an Admin built WithNameServer only asked for a broker's call.
+var errNoBroker = fmt.Errorf("%w: no broker address (this client was built WithNameServer only)", ErrInvalidParameter)
+
 // noWait is a done context: enqueue with it fails instead of waiting for
 // room in the write buffer.
 var noWait = func() context.Context {
@@ -144,6 +153,9 @@ func (c *conn) connect(ctx context.Context) error {
 
 // session returns the live session, dialing if there is none.
 func (c *conn) session(ctx context.Context) (*session, error) {
+	if c.addr == "" {
+		return nil, errNoBroker
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -493,6 +505,9 @@ func (s *session) fail(err error) {
 			for _, p := range open {
 				s.c.callbacks.run(func() { p(sendPart{err: e}) })
 			}
+		}
+		if s.c.onDown != nil && !errors.Is(err, ErrClosed) {
+			s.c.onDown()
 		}
 	})
 }

@@ -70,5 +70,59 @@
 // Admin.ListGroups and Admin.DescribeGroup show the groups, their members,
 // assignment and lag. WithDelayLevel and WithDeliverAt delay a send.
 //
+// # Clusters: name-server routes
+//
+// WithNameServer("a:9876;b:9876") with an empty broker address is the
+// normal way to use a cluster of broker groups; a broker address still
+// works for one group. A Producer on name-server routes:
+//
+//   - asks any live name server for a topic's route (GET_ROUTEINFO_BY_TOPIC)
+//     and sticks to that server while it answers, moving to the next one
+//     in the list when it cannot be reached;
+//   - sends round robin over the writable queues of every group whose
+//     master is alive and whose permission allows writes, each queue
+//     keyed by its master's address; a group without a live master is
+//     skipped (its queues are for consumers, on its slaves);
+//   - keeps one connection per broker it sends to, made when first used;
+//   - fetches its routes again every WithRouteRefresh (2 s), at once when
+//     a connection to a broker breaks (and once more 250 ms later, in
+//     case the name server learns of the death a moment after the
+//     client), when a broker answers TOPIC_NOT_EXIST, and before every
+//     attempt while the route has no writable queue;
+//   - never goes back to an older route: a route's version is compared
+//     only with the versions taken from the same name server (each server
+//     numbers its own table's changes, and two servers' numbers say
+//     nothing about each other), so a late answer or a restarted server
+//     cannot take it back. Moving to another server (the one asked is
+//     gone) takes that server's route as it is: independent name servers
+//     that missed a registration can differ, and the client then acts on
+//     the view of the one it can reach;
+//   - avoids faulty brokers by default: a broker whose attempt failed
+//     (a retryable status, a broken connection, a timeout) is skipped
+//     for WithRouteRefresh + 1 s, long enough for a refresh to drop a
+//     dead one; a broker whose answer took 550 ms or more is skipped for
+//     2 s to 30 s (RocketMQ's latency table, sendpath.DefaultLatency).
+//     Skipping only applies while another broker has writable queues;
+//     when it ends, round robin probes the broker back in. A failed send
+//     is retried (WithRetries, within the context's deadline) on another
+//     broker than the one that failed; never when the broker stored the
+//     message without confirming it.
+//
+// ToQueue and WithQueue name a queue of one broker: on name-server routes
+// a send with them fails with ErrInvalidParameter.
+//
+// A PushConsumer on name-server routes is a member of its consumer group
+// on every broker group hosting its topics (each broker's coordinator
+// assigns its own queues; the consumer consumes all it is given), on the
+// group's master with the group's slaves to read from while the master is
+// gone, offsets kept; broker groups that appear later are joined within
+// WithRouteRefresh. BrokerGroups gives each group's member. A
+// PullConsumer reads one broker group: it takes a broker address, not
+// WithNameServer.
+//
+// An Admin with WithNameServer gets ClusterInfo (GET_BROKER_CLUSTER_INFO),
+// TopicRoute and CreateTopicInCluster (the topic on every live master of
+// a cluster).
+//
 // Imports: protocol and rebalance (plus std), and its own client/sendpath.
 package client

@@ -918,8 +918,17 @@ func (pc *PushConsumer) startGroup(ctx context.Context, subs []*subscription) er
 
 // Assignment returns the queues the consumer owns now: those it consumes
 // and those it is giving up. Without group mode (WithStaticAssignment) it is
-// every queue of the subscribed topics.
+// every queue of the subscribed topics. On name-server routes it is the
+// union over the broker groups, in which one QueueRef may stand for a
+// queue of each of several groups (see BrokerGroups).
 func (pc *PushConsumer) Assignment() []protocol.QueueRef {
+	if pc.cl != nil {
+		var out []protocol.QueueRef
+		for _, part := range pc.cl.byGroup() {
+			out = append(out, part.Assignment()...)
+		}
+		return out
+	}
 	if pc.g != nil {
 		return pc.g.assignment()
 	}
@@ -935,8 +944,32 @@ func (pc *PushConsumer) Assignment() []protocol.QueueRef {
 // ClientID returns the id the consumer heartbeats with.
 func (pc *PushConsumer) ClientID() string { return pc.o.clientID }
 
+// BrokerGroups returns, on name-server routes, the consumer's member on
+// each broker group it consumes (by brokerName), for that group's
+// Assignment, Offsets and Generation; nil otherwise. The members belong to
+// the consumer: Close closes them.
+func (pc *PushConsumer) BrokerGroups() map[string]*PushConsumer {
+	if pc.cl == nil {
+		return nil
+	}
+	return pc.cl.byGroup()
+}
+
+// startCluster starts the members per broker group (push_cluster.go).
+func (pc *PushConsumer) startCluster(ctx context.Context, subs []*subscription) error {
+	pc.mu.Lock()
+	if pc.state != stateNew {
+		pc.mu.Unlock()
+		return ErrClosed
+	}
+	pc.state = stateStarted
+	pc.mu.Unlock()
+	return pc.cl.start(ctx, subs)
+}
+
 // Generation returns the generation of the group's last assignment (0
-// before the first, or without group mode).
+// before the first, or without group mode, or on name-server routes: see
+// BrokerGroups).
 func (pc *PushConsumer) Generation() int64 {
 	if pc.g == nil {
 		return 0

@@ -62,6 +62,8 @@ type options struct {
 	grp            groupOptions // PushConsumer group mode (group_options.go)
 	coalesce       bool         // SendAsync may coalesce (coalesce.go)
 	dial           Dialer       // the transport seam (WithDialer)
+	nameServers    string       // WithNameServer's list, as given
+	routeRefresh   time.Duration
 }
 
 // Dialer opens a connection to a broker: network is "tcp", addr the
@@ -94,6 +96,7 @@ func defaultOptions() options {
 		routeTTL:       30 * time.Second,
 		masterRetry:    3 * time.Second,
 		coalesce:       true,
+		routeRefresh:   2 * time.Second,
 		dial:           (&net.Dialer{}).DialContext,
 	}
 }
@@ -120,6 +123,8 @@ func buildOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("wharf client: pull suspend must not be negative, got %v", o.pullSuspend)
 	case o.commitInterval <= 0:
 		return o, fmt.Errorf("wharf client: commit interval must be positive, got %v", o.commitInterval)
+	case o.routeRefresh <= 0:
+		return o, fmt.Errorf("wharf client: route refresh interval must be positive, got %v", o.routeRefresh)
 	case o.masterRetry <= 0:
 		return o, fmt.Errorf("wharf client: master retry interval must be positive, got %v", o.masterRetry)
 	}
@@ -282,3 +287,25 @@ func WithReadReplicas(addrs ...string) Option { return WithSlaveAddrs(addrs...) 
 // it tries the master again (default 3 s). While on a slave for that
 // reason, a long-polling pull waits at most this long.
 func WithMasterRetryInterval(d time.Duration) Option { return func(o *options) { o.masterRetry = d } }
+
+// WithNameServer makes the client find its brokers through name servers
+// ("host:port", several separated by ';'), the normal way to use a
+// cluster: give the constructor the empty broker address. Any live name
+// server will do; the client sticks to one while it answers and moves to
+// the next when it cannot be reached.
+//
+// A Producer asks for each topic's route (GET_ROUTEINFO_BY_TOPIC), sends
+// round robin over the writable queues of every broker group whose master
+// is alive, keeps one connection per broker it uses, and refreshes its
+// routes every WithRouteRefresh, at once when a connection to a broker
+// breaks, and when a broker says TOPIC_NOT_EXIST. It never goes back to a
+// route older than one it took from the same name server (see client's
+// package doc). An Admin gets ClusterInfo, TopicRoute and
+// CreateTopicInCluster; its single-broker calls need a broker address.
+func WithNameServer(list string) Option { return func(o *options) { o.nameServers = list } }
+
+// WithRouteRefresh sets how often a client built WithNameServer fetches
+// the routes of the topics it uses again (default 2 s; RocketMQ's clients
+// wait 30 s). A broken connection to a broker refreshes at once whatever
+// this says.
+func WithRouteRefresh(d time.Duration) Option { return func(o *options) { o.routeRefresh = d } }

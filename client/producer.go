@@ -47,7 +47,9 @@ type sendOptions struct {
 // ToQueue sends to this queue of the topic instead of the producer's choice.
 func ToQueue(q int32) SendOption { return func(s *sendOptions) { s.queue = q } }
 
-// Producer sends messages to one broker. It is safe for concurrent use.
+// Producer sends messages to one broker, or with WithNameServer to every
+// broker group of a cluster (see WithNameServer). It is safe for
+// concurrent use.
 //
 // Queue selection: a message goes to the queue given by ToQueue or
 // WithQueue, else round robin over the topic's write queues (read from the
@@ -60,13 +62,22 @@ func ToQueue(q int32) SendOption { return func(s *sendOptions) { s.queue = q } }
 // its attempts over the connection and waits out its pauses.
 type Producer struct {
 	o   options
-	c   *conn
+	c   *conn // the broker of NewProducer(addr); nil on name-server routes
 	ids *protocol.UniqIDGenerator
+
+	// On name-server routes (WithNameServer): the name servers, and a
+	// connection per broker the routes name, made when first used.
+	ns      *nameServers
+	bmu     sync.Mutex
+	brokers map[string]*conn
+	kick    chan struct{} // cap 1: refresh the routes now
+	policy  sendpath.Config
 
 	mu       sync.Mutex // guards closed, and the send core: table and every Send
 	closed   bool
 	table    *sendpath.Table
-	routeSeq int64 // numbers the route fetches: the routes' versions
+	routeSeq int64     // numbers the route fetches: the routes' versions
+	book     routeBook // orders the name servers' routes
 
 	wg   sync.WaitGroup // SendAsync goroutines
 	done chan struct{}  // closed by Close
@@ -96,25 +107,43 @@ func SendPolicy(opts ...Option) (sendpath.Config, error) {
 }
 
 func sendPolicy(o *options) sendpath.Config {
-	return sendpath.Config{
+	c := sendpath.Config{
 		RouteTTL:   o.routeTTL,
 		Retries:    o.retries,
 		Backoff:    o.retryBackoff,
 		MaxBackoff: max(o.retryBackoff, maxRetryBackoff),
 		AvoidFor:   avoidFailedBroker,
+		Latency:    sendpath.DefaultLatency,
 	}
+	if o.nameServers != "" {
+		// A broker that failed stays avoided until a refresh had the
+		// time to drop it from the routes, if it is gone for good.
+		c.AvoidFor = max(c.AvoidFor, o.routeRefresh+avoidFailedBroker)
+	}
+	return c
 }
 
 // NewProducer connects to the broker at addr ("host:port"). It fails with
 // ErrBrokerUnavailable if the broker cannot be reached; afterwards a lost
 // connection is re-established on the next send.
+//
+// With WithNameServer, addr is "" and the producer sends to every broker
+// group the name servers' routes name (see WithNameServer); it fails if no
+// name server can be reached.
 func NewProducer(addr string, opts ...Option) (*Producer, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	p := &Producer{o: o, ids: newUniqIDGenerator(), done: make(chan struct{})}
-	p.table = sendpath.NewTable(sendPolicy(&o))
+	p.policy = sendPolicy(&o)
+	p.table = sendpath.NewTable(p.policy)
+	if o.nameServers != "" || addr == "" {
+		if err := p.startNameServers(addr); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	p.c = newConn(addr, &p.o, func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: p.o.clientID, ProducerGroups: []string{p.o.producerGroup}}
 	})
@@ -137,7 +166,7 @@ func (p *Producer) Close() error {
 	p.closed = true
 	close(p.done)
 	p.mu.Unlock()
-	p.c.close()
+	p.closeConns()
 	p.wg.Wait()
 	return nil
 }
@@ -197,7 +226,7 @@ func (p *Producer) target(ctx context.Context, s *sendpath.Send) (sendpath.Queue
 		}
 		r, err := p.fetchRoute(ctx, s.Topic())
 		if err != nil {
-			return sendpath.QueueRef{Broker: p.c.addr, QueueID: -1}, err
+			return sendpath.QueueRef{Broker: p.defaultBroker(), QueueID: -1}, err
 		}
 		p.mu.Lock()
 		s.Routed(r) // the next Next uses it: no second fetch
@@ -205,10 +234,22 @@ func (p *Producer) target(ctx context.Context, s *sendpath.Send) (sendpath.Queue
 	}
 }
 
+// defaultBroker is the broker of NewProducer(addr) ("" on name-server
+// routes).
+func (p *Producer) defaultBroker() string {
+	if p.c == nil {
+		return ""
+	}
+	return p.c.addr
+}
+
 // fetchRoute reads topic's write queues from the broker. A topic the
 // broker does not know is a route without queues: sends let the broker
 // pick (and maybe auto-create it).
 func (p *Producer) fetchRoute(ctx context.Context, topic string) (sendpath.Route, error) {
+	if p.ns != nil {
+		return p.fetchNSRoute(ctx, topic)
+	}
 	p.mu.Lock()
 	p.routeSeq++
 	r := sendpath.Route{Topic: topic, Version: p.routeSeq, Fetched: time.Now()}
@@ -306,8 +347,14 @@ func (p *Producer) send(ctx context.Context, msg *protocol.Message, s *sendpath.
 // sendAttempt returns one blocking attempt to send msg, for run.
 func (p *Producer) sendAttempt(ctx context.Context, msg *protocol.Message, born int64, res *SendResult) attemptFunc {
 	return func(to sendpath.QueueRef) (sendpath.Outcome, error) {
-		f, err := p.c.call(ctx, p.sendRequest(msg, to.QueueID, born), p.o.timeout)
-		return p.sendOutcome(f, err, res)
+		c, err := p.connFor(to)
+		if err != nil {
+			return outcomeOf(err), err
+		}
+		start := time.Now()
+		f, err := c.call(ctx, p.sendRequest(msg, to.QueueID, born), p.o.timeout)
+		p.observe(to, start, f)
+		return p.sendOutcome(c, f, err, res)
 	}
 }
 
@@ -326,14 +373,14 @@ func (p *Producer) sendRequest(msg *protocol.Message, q int32, born int64) *prot
 
 // sendOutcome reads the answer to a SEND into res and returns the
 // attempt's outcome and error.
-func (p *Producer) sendOutcome(f *protocol.Frame, err error, res *SendResult) (sendpath.Outcome, error) {
+func (p *Producer) sendOutcome(c *conn, f *protocol.Frame, err error, res *SendResult) (sendpath.Outcome, error) {
 	if err != nil {
 		return outcomeOf(err), err
 	}
 	var resp protocol.SendResponse
 	var derr error
 	if f.Status.Stored() {
-		derr = p.c.decode(f, &resp)
+		derr = c.decode(f, &resp)
 	}
 	return outcome(f, nil, &resp, derr, res)
 }
@@ -414,8 +461,14 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	// Only a failed attempt that may be retried moves to a goroutine.
 	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
 	born := now.UnixMilli()
-	p.c.callAsync(ctx, p.sendRequest(msg, st.To.QueueID, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
-		out, err := p.sendOutcome(f, err, &res)
+	c, err := p.connFor(st.To)
+	if err != nil { // no writable queue: Send's path retries after a refresh
+		go func() { finish(p.send(ctx, msg, s)) }()
+		return
+	}
+	c.callAsync(ctx, p.sendRequest(msg, st.To.QueueID, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
+		p.observe(st.To, now, f)
+		out, err := p.sendOutcome(c, f, err, &res)
 		d := p.decide(s, st.To, out)
 		p.retryAsync(ctx, s, d, err, msg, born, &res, finish)
 	})
@@ -457,15 +510,30 @@ func delayed(msg *protocol.Message) bool {
 // message is then sent again on its own, as by Send, with Send's retries.
 func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so sendOptions, s *sendpath.Send, now time.Time, finish func(SendResult, error)) {
 	born := now.UnixMilli()
-	pick := func() int32 { // the queue of a batch that opens
+	c, pick := p.c, func() int32 { // the queue of a batch that opens
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.table.Pick(msg.Topic, now, "").QueueID
 	}
-	p.c.sendCoalesced(ctx, p.o.producerGroup, msg, pick, born, now, p.o.timeout, func(sp sendPart) {
+	if p.ns != nil {
+		// The broker first: the message joins that broker's open batch,
+		// or opens one on the queue picked.
+		p.mu.Lock()
+		q := p.table.Pick(msg.Topic, now, "")
+		p.mu.Unlock()
+		var err error
+		if c, err = p.connFor(q); err != nil {
+			go func() { finish(p.send(ctx, msg, s)) }()
+			return
+		}
+		pick = func() int32 { return q.QueueID }
+	}
+	c.sendCoalesced(ctx, p.o.producerGroup, msg, pick, born, now, p.o.timeout, func(sp sendPart) {
 		res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
 		out, err := outcome(sp.f, sp.err, &sp.resp, sp.err, &res)
-		d := p.decide(s, sendpath.QueueRef{Broker: p.c.addr, QueueID: res.QueueID}, out)
+		to := sendpath.QueueRef{Broker: c.addr, QueueID: res.QueueID}
+		p.observe(to, now, sp.f)
+		d := p.decide(s, to, out)
 		if d.Verdict != sendpath.Done && sp.batched && ctx.Err() == nil {
 			go func() { finish(p.send(ctx, msg, p.begin(ctx, msg.Topic, so))) }()
 			return
@@ -488,7 +556,11 @@ func (p *Producer) SendOneway(ctx context.Context, msg *protocol.Message, opts .
 	if err != nil {
 		return err
 	}
-	return p.c.oneway(ctx, p.sendRequest(msg, to.QueueID, nowMs()))
+	c, err := p.connFor(to)
+	if err != nil {
+		return err
+	}
+	return c.oneway(ctx, p.sendRequest(msg, to.QueueID, nowMs()))
 }
 
 // SendBatch sends msgs, all of one topic, in one request: the broker
@@ -502,7 +574,13 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 	}
 	err = p.run(ctx, p.begin(ctx, req.Topic, so), func(to sendpath.QueueRef) (sendpath.Outcome, error) {
 		req.QueueID = to.QueueID
-		f, err := p.c.call(ctx, req, p.o.timeout)
+		c, err := p.connFor(to)
+		if err != nil {
+			return outcomeOf(err), err
+		}
+		start := time.Now()
+		f, err := c.call(ctx, req, p.o.timeout)
+		p.observe(to, start, f)
 		if err != nil {
 			return outcomeOf(err), err
 		}
@@ -512,7 +590,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 			return out, statusError(f)
 		}
 		var resp protocol.SendBatchResponse
-		if err := p.c.decode(f, &resp); err != nil {
+		if err := c.decode(f, &resp); err != nil {
 			return out, err // stored all the same: never resent
 		}
 		res.QueueID, res.QueueOffset, res.MsgIDs = resp.QueueID, resp.QueueOffset, resp.MsgIDs

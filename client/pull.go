@@ -65,6 +65,11 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	if err != nil {
 		return nil, err
 	}
+	if o.nameServers != "" {
+		// Its calls name a queue by topic and id, which repeat across
+		// broker groups.
+		return nil, fmt.Errorf("%w: a PullConsumer reads one broker group: give its address, not WithNameServer", ErrInvalidParameter)
+	}
 	pc := &PullConsumer{o: o, group: group}
 	pc.r = newReplicas(addr, &pc.o, func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: group}}}

@@ -65,7 +65,8 @@ type PushConsumer struct {
 	o     options
 	r     *replicas
 	group string
-	g     *groupConsumer // group mode (nil with WithStaticAssignment)
+	g     *groupConsumer   // group mode (nil with WithStaticAssignment)
+	cl    *clusterConsumer // on name-server routes (WithNameServer): the members per broker group
 
 	mu     sync.Mutex
 	state  int // stateNew, stateStarted, stateClosed
@@ -100,6 +101,16 @@ type queueState struct {
 // NewPushConsumer connects to the broker at addr for consumer group group.
 // With WithSlaveAddrs it also reads from addr's slaves (and starts even if
 // addr is unreachable, as long as a slave answers).
+//
+// With WithNameServer, addr is "" and the consumer spans every broker
+// group hosting its topics: at Start it reads the topics' routes and
+// becomes a member of its consumer group on each broker group (on the
+// group's master, with the group's slaves as WithSlaveAddrs: a group
+// whose master is gone is read from a slave, its offsets kept), each
+// broker's coordinator assigning its own queues; groups that appear in
+// the routes later are joined within WithRouteRefresh. Assignment is the
+// union of the groups' assignments; BrokerGroups gives each group's
+// member, for its Offsets and Generation.
 func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) {
 	if group == "" {
 		return nil, fmt.Errorf("wharf client: empty consumer group")
@@ -109,6 +120,12 @@ func NewPushConsumer(addr, group string, opts ...Option) (*PushConsumer, error) 
 		return nil, err
 	}
 	pc := &PushConsumer{o: o, group: group}
+	if o.nameServers != "" {
+		if pc.cl, err = newClusterConsumer(pc, addr, opts); err != nil {
+			return nil, err
+		}
+		return pc, nil
+	}
 	hello := pc.heartbeat
 	if !o.grp.static {
 		if err := pc.o.grp.normalize(); err != nil {
@@ -188,6 +205,9 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	pc.mu.Unlock()
 	if len(subs) == 0 {
 		return errors.New("wharf client: Start without a subscription")
+	}
+	if pc.cl != nil {
+		return pc.startCluster(ctx, subs)
 	}
 	if pc.g != nil {
 		return pc.startGroup(ctx, subs)
@@ -362,8 +382,12 @@ func (pc *PushConsumer) commit(ctx context.Context) error {
 }
 
 // Offsets returns, per topic and queue, the next offset to consume (what
-// the next commit will store).
+// the next commit will store). On name-server routes it is nil: ask each
+// of BrokerGroups.
 func (pc *PushConsumer) Offsets() map[string]map[int32]int64 {
+	if pc.cl != nil {
+		return nil // queue ids repeat across broker groups: see BrokerGroups
+	}
 	if pc.g != nil {
 		return pc.g.offsets()
 	}
@@ -394,6 +418,9 @@ func (pc *PushConsumer) close() error {
 	pc.state = stateClosed
 	cancel := pc.cancel
 	pc.mu.Unlock()
+	if pc.cl != nil {
+		return pc.cl.close()
+	}
 	if prev != stateStarted {
 		pc.r.close()
 		return nil

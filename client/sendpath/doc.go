@@ -12,7 +12,13 @@
 //     robin over the writable queues; an unknown topic (a route without
 //     queues) gives queue -1, "the broker picks", which lets a broker with
 //     autoCreateTopicEnable create it. The Table also holds the fault
-//     latch: a broker whose attempt failed is avoided for Config.AvoidFor.
+//     latch: a broker whose attempt failed is avoided for Config.AvoidFor,
+//     and one whose answer was slow (Table.Observe) for the time
+//     Config.Latency gives that latency (RocketMQ's latency table,
+//     DefaultLatency). A latch only ever extends; when it ends round
+//     robin probes the broker back in. Stale makes a route due for a
+//     fetch while keeping its queues (a broker of it broke its
+//     connection).
 //   - Classify: what an attempt's outcome means (stored; stored but the
 //     flush or replication unconfirmed; retryable; failed for good).
 //   - Send: the retry plan of one message (or one batch): attempts left,

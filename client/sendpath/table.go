@@ -70,6 +70,42 @@ type Config struct {
 	// while another broker has writable queues. 0: only a send's own
 	// retry prefers another broker than the one that just failed.
 	AvoidFor time.Duration
+	// Latency is the latency-based avoidance: a broker whose answer took
+	// at least a step's Over is skipped for that step's AvoidFor (the
+	// largest step that applies), as RocketMQ's latencyMax and
+	// notAvailableDuration tables. Steps in ascending Over. Empty: none.
+	// A caller reports latencies with Table.Observe.
+	Latency []LatencyStep
+}
+
+// LatencyStep is one row of Config.Latency.
+type LatencyStep struct {
+	Over     time.Duration // an answer at least this slow ...
+	AvoidFor time.Duration // ... skips its broker this long
+}
+
+// DefaultLatency is RocketMQ's MQFaultStrategy table: answers under
+// 550 ms cost nothing; slower ones skip the broker for 2 s to 30 s.
+var DefaultLatency = []LatencyStep{
+	{Over: 550 * time.Millisecond, AvoidFor: 2 * time.Second},
+	{Over: 1800 * time.Millisecond, AvoidFor: 5 * time.Second},
+	{Over: 3 * time.Second, AvoidFor: 6 * time.Second},
+	{Over: 5 * time.Second, AvoidFor: 10 * time.Second},
+	{Over: 15 * time.Second, AvoidFor: 30 * time.Second},
+}
+
+// AvoidForLatency is how long an answer that took latency skips its
+// broker under c (0: not at all). It reads no Table state, so a caller
+// can test an answer without taking the Table's lock and report only the
+// slow ones (Table.Observe).
+func (c Config) AvoidForLatency(latency time.Duration) time.Duration {
+	var d time.Duration
+	for _, st := range c.Latency {
+		if latency >= st.Over {
+			d = st.AvoidFor
+		}
+	}
+	return d
 }
 
 // Table holds the routes and the fault latch of one producer. Its zero
@@ -122,6 +158,28 @@ func (t *Table) Forget(topic string) {
 	}
 }
 
+// Stale marks topic's route as past its TTL, keeping its queues: the next
+// send fetches it again (a broker of the route broke its connection, so
+// the route may have changed), and meanwhile Pick still has queues to
+// choose from.
+func (t *Table) Stale(topic string) {
+	if tr := t.topics[topic]; tr != nil {
+		tr.r.Fetched = time.Time{}
+	}
+}
+
+// Topics lists the topics with a known route (in no order): what a
+// refresh fetches again.
+func (t *Table) Topics() []string {
+	var ts []string
+	for topic, tr := range t.topics {
+		if !tr.gone {
+			ts = append(ts, topic)
+		}
+	}
+	return ts
+}
+
 // Route returns topic's route as known (fresh or not) and whether there is
 // one.
 func (t *Table) Route(topic string) (Route, bool) {
@@ -165,8 +223,21 @@ func (t *Table) Pick(topic string, now time.Time, avoid string) QueueRef {
 }
 
 // Blame latches broker as avoided until now + AvoidFor.
-func (t *Table) Blame(broker string, now time.Time) {
-	if t.cfg.AvoidFor <= 0 {
+func (t *Table) Blame(broker string, now time.Time) { t.latch(broker, now, t.cfg.AvoidFor) }
+
+// Observe reports that an answer of broker took latency, at now: a slow
+// one latches the broker (Config.Latency). A fast answer does not lift a
+// latch: the latch ends by itself, and the broker is probed back in by
+// round robin then.
+func (t *Table) Observe(broker string, latency time.Duration, now time.Time) {
+	t.latch(broker, now, t.cfg.AvoidForLatency(latency))
+}
+
+// latch avoids broker until now + d, unless it is avoided longer already:
+// a latch only ever extends (an error's long latch is not shortened by a
+// slow answer's short one).
+func (t *Table) latch(broker string, now time.Time, d time.Duration) {
+	if d <= 0 {
 		return
 	}
 	for b, until := range t.avoid { // a handful of brokers: prune as we go
@@ -174,7 +245,9 @@ func (t *Table) Blame(broker string, now time.Time) {
 			delete(t.avoid, b)
 		}
 	}
-	t.avoid[broker] = now.Add(t.cfg.AvoidFor)
+	if until := now.Add(d); until.After(t.avoid[broker]) {
+		t.avoid[broker] = until
+	}
 }
 
 // Avoided reports whether the latch avoids broker at now.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -37,6 +38,11 @@ type Broker struct {
 	// open, cut when replication is turned off.
 	noLink bool
 	links  []actors.Conn
+	// Name-server registrations (namesrv.go): their connections, the
+	// data version's counter, and the boot time as its timestamp.
+	regs   []net.Conn
+	regSeq int64
+	bootMs int64
 }
 
 // running is one life of the broker, from boot to stop.
@@ -185,6 +191,7 @@ func (b *Broker) boot() error {
 	}
 	b.mu.Lock()
 	b.haAddr, b.run = r.ha.Addr(), r
+	b.bootMs, b.regSeq = max(time.Now().UnixMilli(), b.bootMs+1), 0
 	b.mu.Unlock()
 	return nil
 }
@@ -258,6 +265,7 @@ func (b *Broker) Clock() *Clock { return b.clock }
 // the store. The data stays for Restart. Stopping a stopped broker does
 // nothing; t.Cleanup calls it.
 func (b *Broker) Stop() {
+	b.closeRegistrations()
 	b.proxy.close()
 	b.mu.Lock()
 	r := b.run

@@ -35,6 +35,13 @@
 //     own, bypassing the proxy; a failed helper call fails the test.
 //   - Stop stops it cleanly (data kept); Restart starts it again on the
 //     same store at the same addresses.
+//   - StartNameServer starts a real name server (actors.NameServer behind
+//     a netio listener, on a Clock of its own). Brokers do not register
+//     by themselves yet: RegisterWith registers one (cluster, group, its
+//     brokerId, role and current topics, a newer data version per call,
+//     a lease long enough to need no heartbeats) on a connection that
+//     stays open until Stop, so a stopped broker leaves the routes at
+//     once, as a dead broker process does.
 //
 // Imports: std, protocol, storage, actors, netio, internal/testwait. It
 // must not import the client: the client's in-package tests use it.
