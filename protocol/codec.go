@@ -83,6 +83,27 @@ func NewRequest(code Code) Request {
 	case CodeUpdateBrokerRole:
 		return &UpdateBrokerRoleRequest{}
 	}
+	return newNamesrvRequest(code)
+}
+
+// newNamesrvRequest is NewRequest for the name server's codes.
+func newNamesrvRequest(code Code) Request {
+	switch code {
+	case CodeRegisterBroker:
+		return &RegisterBrokerRequest{}
+	case CodeBrokerHeartbeat:
+		return &BrokerHeartbeatRequest{}
+	case CodeUnregisterBroker:
+		return &UnregisterBrokerRequest{}
+	case CodeGetRouteInfoByTopic:
+		return &GetRouteInfoRequest{}
+	case CodeGetBrokerClusterInfo:
+		return &GetBrokerClusterInfoRequest{}
+	case CodeGetAllTopicList:
+		return &GetAllTopicListRequest{}
+	case CodeDeleteTopicInNamesrv:
+		return &DeleteTopicInNamesrvRequest{}
+	}
 	return nil
 }
 
@@ -115,6 +136,14 @@ func NewResponse(code Code) Fields {
 		return &ConsumerGroupsResponse{}
 	case CodeDescribeConsumerGroup:
 		return &ConsumerGroupDescription{}
+	case CodeRegisterBroker, CodeBrokerHeartbeat:
+		return &RegisterBrokerResponse{}
+	case CodeGetRouteInfoByTopic:
+		return &RouteData{}
+	case CodeGetBrokerClusterInfo:
+		return &ClusterInfo{}
+	case CodeGetAllTopicList:
+		return &TopicNameList{}
 	}
 	return nil
 }

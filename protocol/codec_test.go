@@ -53,8 +53,29 @@ func requestCases() []Request {
 		&GetConsumerGroupsRequest{},
 		&DescribeConsumerGroupRequest{Group: "g"},
 		&UpdateBrokerRoleRequest{BrokerRole: "SLAVE", HAMasterAddress: "127.0.0.1:10912", BrokerID: 2},
+		&RegisterBrokerRequest{BrokerIdentity: sampleIdentity, HAServerAddr: "10.0.0.1:10912", BrokerRole: "SYNC_MASTER",
+			DataVersion: DataVersion{Timestamp: 1700000000000, Counter: 3}, HeartbeatTimeoutMillis: 5000,
+			Topics: []TopicConfig{{Topic: "orders", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}, {Topic: "b", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 4}}},
+		&RegisterBrokerRequest{BrokerIdentity: BrokerIdentity{ClusterName: "c", BrokerName: "g", BrokerID: 1, BrokerAddr: "h:1"}, BrokerRole: "SLAVE"},
+		&BrokerHeartbeatRequest{BrokerIdentity: sampleIdentity, DataVersion: DataVersion{Timestamp: 1, Counter: 2}},
+		&UnregisterBrokerRequest{BrokerIdentity: sampleIdentity},
+		&GetRouteInfoRequest{Topic: "orders"},
+		&GetBrokerClusterInfoRequest{},
+		&GetAllTopicListRequest{},
+		&DeleteTopicInNamesrvRequest{Topic: "orders", ClusterName: "DefaultCluster"},
 	}
 }
+
+var sampleIdentity = BrokerIdentity{ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerID: 0, BrokerAddr: "10.0.0.1:10911"}
+
+var sampleRoute = &RouteData{Topic: "orders", Version: 1700000000000123,
+	QueueDatas: []QueueData{{BrokerName: "broker-a", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}, {BrokerName: "broker-b", ReadQueueNums: 4, Perm: 4}},
+	Brokers: []BrokerRef{{ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerID: 0, BrokerAddr: "10.0.0.1:10911", HAServerAddr: "10.0.0.1:10912", BrokerRole: "ASYNC_MASTER", Alive: true},
+		{ClusterName: "DefaultCluster", BrokerName: "broker-b", BrokerID: 1, BrokerAddr: "10.0.0.2:10911", BrokerRole: "SLAVE", Alive: true}}}
+
+var sampleClusterInfo = &ClusterInfo{Version: 42, Brokers: []BrokerInfo{
+	{BrokerRef: sampleRoute.Brokers[0], DataVersion: DataVersion{Timestamp: 5, Counter: 1}, LiveSinceMs: 1, LastHeartbeatMs: 2, LeaseMillis: 5000, Topics: 3},
+	{BrokerRef: sampleRoute.Brokers[1], LeaseMillis: 5000}}}
 
 func TestRequestRoundTrip(t *testing.T) {
 	seen := map[Code]bool{}
@@ -135,6 +156,14 @@ func TestResponseRoundTrip(t *testing.T) {
 			BootTimestamp: 1, CommitLogMaxOffset: 1 << 30, FlushedOffset: 1 << 29, MsgPutTotal: 5, DiskUsedRatio: 0.25,
 			Extra: map[string]string{"x": "y"}}},
 		{CodeHeartbeat, StatusOK, "", nil},
+		{CodeRegisterBroker, StatusOK, "", &RegisterBrokerResponse{Changed: true, LeaseMillis: 5000, MasterAddr: "h:1", MasterHAAddr: "h:2"}},
+		{CodeBrokerHeartbeat, StatusOK, "", &RegisterBrokerResponse{Unknown: true, LeaseMillis: 5000}},
+		{CodeGetRouteInfoByTopic, StatusOK, "", sampleRoute},
+		{CodeGetRouteInfoByTopic, StatusTopicNotExist, "no route", nil},
+		{CodeGetBrokerClusterInfo, StatusOK, "", sampleClusterInfo},
+		{CodeGetAllTopicList, StatusOK, "", &TopicNameList{Topics: []TopicName{{Topic: "a"}, {Topic: "b"}}}},
+		{CodeUnregisterBroker, StatusOK, "", nil},
+		{CodeDeleteTopicInNamesrv, StatusOK, "", nil},
 		{CodeUpdateConsumerOffset, StatusOK, "", nil},
 		{CodeCreateTopic, StatusTopicExistAlready, "topic orders exists", nil},
 		{CodeUpdateAndCreateTopic, StatusOK, "", nil},

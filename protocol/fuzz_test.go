@@ -92,6 +92,10 @@ func validFrames(t testing.TB) [][]byte {
 		{CodeGetAllTopicConfig, &TopicListResponse{Topics: []TopicConfig{{Topic: "t", Perm: 6}}}},
 		{CodeGetBrokerRuntimeInfo, &BrokerRuntimeInfo{BrokerName: "b", Extra: map[string]string{"a": "b"}}},
 		{CodeGetMaxOffset, &OffsetResponse{Offset: 5}},
+		{CodeRegisterBroker, &RegisterBrokerResponse{Changed: true, LeaseMillis: 5000, MasterAddr: "h:1"}},
+		{CodeGetRouteInfoByTopic, sampleRoute},
+		{CodeGetBrokerClusterInfo, sampleClusterInfo},
+		{CodeGetAllTopicList, &TopicNameList{Topics: []TopicName{{Topic: "a"}}}},
 	}
 	for _, r := range resps {
 		b, err := AppendResponse(nil, r.c, 4, StatusOK, "", r.f)

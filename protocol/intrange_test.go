@@ -69,6 +69,14 @@ var requestInts = map[Code]map[string]intKind{
 	CodeHATransfer: {"offset": kInt64, "masterMaxOffset": kInt64},
 	CodeHAMetadata: {"version": kInt64},
 	CodeHARefuse:   {},
+	CodeRegisterBroker: {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64,
+		"heartbeatTimeoutMillis": kInt64},
+	CodeBrokerHeartbeat:      {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64},
+	CodeUnregisterBroker:     {"brokerId": kInt64},
+	CodeGetRouteInfoByTopic:  {},
+	CodeGetBrokerClusterInfo: {},
+	CodeGetAllTopicList:      {},
+	CodeDeleteTopicInNamesrv: {},
 }
 
 // filledTree returns v's fields map as msgpack encodes it with every field
