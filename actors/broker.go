@@ -37,6 +37,7 @@ type Broker struct {
 	p      *pids
 	v      *views
 	stats  *stats
+	reg    *regMemo // nil: no name server
 
 	strategy actor.SupervisorStrategy
 	bootTime time.Time
@@ -369,7 +370,7 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 	if !role.slave() {
 		haStatus, masterMax = "", 0
 	}
-	return &protocol.BrokerRuntimeInfo{
+	info := &protocol.BrokerRuntimeInfo{
 		Slaves:             slaves,
 		ReplicatedOffset:   replicated,
 		HAStatus:           haStatus,
@@ -393,6 +394,10 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 			"dispatched":    fmt.Sprint(b.store.Dispatched()),
 		},
 	}
+	if ns := b.nameServerStatus(); ns != "" {
+		info.Extra["namesrv"] = ns
+	}
+	return info
 }
 
 // Version is the broker's version string.

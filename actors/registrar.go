@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,9 +53,28 @@ type (
 
 // regMemo is what outlives a restart of the registrar actor: the data
 // version it reached, so a restarted one never registers an older one
-// than the name servers hold.
+// than the name servers hold; and its view of each name server, for
+// GET_BROKER_RUNTIME_INFO. Written by the registrar only.
 type regMemo struct {
 	version atomic.Pointer[protocol.DataVersion]
+	status  atomic.Pointer[string]
+}
+
+// statusLine renders the registration with each name server, e.g.
+// "ns-a:9876 registered, ns-b:9876 unreachable".
+func statusLine(ss []register.Status) string {
+	parts := make([]string, 0, len(ss))
+	for _, s := range ss {
+		state := "unreachable"
+		switch {
+		case s.Registered:
+			state = "registered"
+		case s.Up:
+			state = "connected, not registered"
+		}
+		parts = append(parts, s.Addr+" "+state)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // regHandler is the Handler of one link to a name server.
@@ -208,6 +228,9 @@ func (a *registrarActor) drain() {
 	}
 	v := a.core.Version()
 	a.memo.version.Store(&v)
+	if line := statusLine(a.core.Statuses()); a.memo.status.Load() == nil || *a.memo.status.Load() != line {
+		a.memo.status.Store(&line)
+	}
 	if rd.Done {
 		for addr, l := range a.links {
 			l.Close("the broker stopped")
@@ -287,6 +310,7 @@ func (b *Broker) startRegistrar(spawn func(string, func() actor.Actor) *actor.PI
 		return fmt.Errorf("actors: name servers: %w", err)
 	}
 	memo := &regMemo{}
+	b.reg = memo
 	pid := spawn("registrar", func() actor.Actor {
 		return &registrarActor{k: b.k, v: b.v, cfg: cfg, dial: b.env.Dial, limits: b.limits, memo: memo}
 	})
@@ -295,4 +319,16 @@ func (b *Broker) startRegistrar(spawn func(string, func() actor.Actor) *actor.PI
 	}
 	b.p.registrar = pid
 	return nil
+}
+
+// nameServerStatus is the registration with each name server ("" when
+// standalone).
+func (b *Broker) nameServerStatus() string {
+	if b.reg == nil {
+		return ""
+	}
+	if p := b.reg.status.Load(); p != nil {
+		return *p
+	}
+	return "starting"
 }

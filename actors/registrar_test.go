@@ -185,6 +185,11 @@ func TestRegistrarWithNameServers(t *testing.T) {
 	if _, ok := nsB.brokerOn(self); ok {
 		t.Fatal("registered on a name server that is down")
 	}
+	var info protocol.BrokerRuntimeInfo
+	h.ok(h.send(&protocol.GetBrokerRuntimeInfoRequest{})[0], &info)
+	if got, want := info.Extra["namesrv"], "ns-a:9876 registered, ns-b:9876 unreachable"; got != want {
+		t.Fatalf("runtime info namesrv %q, want %q", got, want)
+	}
 
 	// A topic created is in A's route at once, not at a heartbeat.
 	created := loop.Now()
