@@ -130,9 +130,42 @@ type registrarActor struct {
 
 func (a *registrarActor) Receive(ctx actor.Context) {
 	now := a.k.now()
-	switch m := ctx.Message().(type) {
+	m := ctx.Message()
+	switch m.(type) {
 	case *actor.Started:
-		a.start(ctx, now)
+		a.self, a.links = ctx.Self(), map[string]Conn{}
+		// The first registration waits for the topic manager's first
+		// table (it publishes one as it loads topics.json), or a broker
+		// restarting would register no topics and empty its routes for a
+		// moment. A restarted registrar has the table already.
+		if a.memo.version.Load() == nil {
+			return
+		}
+		a.start(now)
+	case *actor.Restarting:
+		a.closeLinks("the registrar restarts")
+		return
+	case *actor.Stopping:
+		a.leave(now)
+		return
+	}
+	if a.core == nil {
+		if _, ok := m.(*regTopics); ok {
+			a.start(now)
+			a.drain()
+			a.arm(now)
+		}
+		return
+	}
+	if a.handle(now, m) {
+		a.drain()
+		a.arm(now)
+	}
+}
+
+// handle feeds one message to the core.
+func (a *registrarActor) handle(now time.Time, msg any) bool {
+	switch m := msg.(type) {
 	case *regTopics:
 		a.core.Topics(now, a.topics())
 	case *regRole:
@@ -152,18 +185,13 @@ func (a *registrarActor) Receive(ctx actor.Context) {
 	case *regTick:
 		a.armed, a.stop = time.Time{}, nil
 		a.core.Tick(now)
-	case *actor.Stopping:
-		a.leave(now)
-		return
 	default:
-		return
+		return false
 	}
-	a.drain()
-	a.arm(now)
+	return true
 }
 
-func (a *registrarActor) start(ctx actor.Context, now time.Time) {
-	a.self, a.links = ctx.Self(), map[string]Conn{}
+func (a *registrarActor) start(now time.Time) {
 	cfg := a.cfg
 	if v := a.memo.version.Load(); v != nil {
 		cfg.Version = *v
@@ -232,10 +260,14 @@ func (a *registrarActor) drain() {
 		a.memo.status.Store(&line)
 	}
 	if rd.Done {
-		for addr, l := range a.links {
-			l.Close("the broker stopped")
-			delete(a.links, addr)
-		}
+		a.closeLinks("the broker stopped")
+	}
+}
+
+func (a *registrarActor) closeLinks(reason string) {
+	for addr, l := range a.links {
+		l.Close(reason)
+		delete(a.links, addr)
 	}
 }
 

@@ -304,3 +304,36 @@ func TestRegistrarRoleChange(t *testing.T) {
 	role(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "elsewhere:10912", BrokerID: 2}, 2, RoleSlave, 0)
 	role(&protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSyncMaster}, 0, RoleSyncMaster, 4)
 }
+
+// TestRegistrarFirstRegistrationHasTopics: a broker restarting over its
+// store registers its topics in its first registration (data version
+// counter 0), so its routes never go empty for a moment; the new process
+// registers with a newer data version than the old one.
+func TestRegistrarFirstRegistrationHasTopics(t *testing.T) {
+	loop := vtime.NewFIFO(testEpoch)
+	net := newMemNet()
+	ns := net.addNameServer(t, loop, "ns:9876")
+	fsys := vfs.NewMem()
+	h := startAt(t, fsys, brokerWithNameServers("ns:9876"), loop, Env{Dial: net.dial})
+	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "orders", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}})[0], nil)
+	testwait.For(t, loop, 100*time.Millisecond, "orders writable", func() bool { return ns.writable("orders", "broker-a") == 4 })
+	before, _ := ns.brokerOn("127.0.0.1:10911")
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	loop.Advance(time.Second)
+
+	startAt(t, fsys, brokerWithNameServers("ns:9876"), loop, Env{Dial: net.dial})
+	var first protocol.BrokerInfo
+	testwait.For(t, loop, 100*time.Millisecond, "the restarted broker registered", func() bool {
+		b, ok := ns.brokerOn("127.0.0.1:10911")
+		first = b
+		return ok && b.Alive
+	})
+	if first.DataVersion.Counter != 0 || first.Topics == 0 {
+		t.Fatalf("first registration: version %+v with %d topics, want counter 0 with the topics", first.DataVersion, first.Topics)
+	}
+	if first.DataVersion.Compare(before.DataVersion) <= 0 {
+		t.Fatalf("restarted with version %+v, not newer than %+v", first.DataVersion, before.DataVersion)
+	}
+}
