@@ -109,7 +109,9 @@ func (h *regHandler) Deliver(in *Inbound) {
 }
 
 func (h *regHandler) Disconnected(c Conn) {
-	h.k.send(h.self, &regClosed{addr: h.addr, link: c.ID()})
+	if !h.leaving.Load() { // else the registrar is gone
+		h.k.send(h.self, &regClosed{addr: h.addr, link: c.ID()})
+	}
 }
 
 type registrarActor struct {
