@@ -37,6 +37,7 @@ type Broker struct {
 	p      *pids
 	v      *views
 	stats  *stats
+	reg    *regMemo // nil: no name server
 
 	strategy actor.SupervisorStrategy
 	bootTime time.Time
@@ -105,6 +106,11 @@ func (b *Broker) Start() error {
 		var pid *actor.PID
 		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.props...), name)
 		return pid
+	}
+	// The registrar before the topic manager, so that each table the
+	// manager publishes reaches it.
+	if err := b.startRegistrar(spawn); err != nil {
+		return err
 	}
 	b.p.topics = spawn("topics", func() actor.Actor {
 		return newTopicManager(b.k, b.p, b.v, b.store, b.cfg.DefaultTopicQueueNums, b.isSlave())
@@ -180,7 +186,8 @@ func (b *Broker) stop(poison func(pid *actor.PID)) error {
 	var err error
 	b.stopOnce.Do(func() {
 		// The role supervisor first: it stops the scheduler, its child.
-		for _, pid := range []*actor.PID{b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
+		// The registrar first: it unregisters while the broker still serves.
+		for _, pid := range []*actor.PID{b.p.registrar, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				poison(pid)
 			}
@@ -363,7 +370,7 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 	if !role.slave() {
 		haStatus, masterMax = "", 0
 	}
-	return &protocol.BrokerRuntimeInfo{
+	info := &protocol.BrokerRuntimeInfo{
 		Slaves:             slaves,
 		ReplicatedOffset:   replicated,
 		HAStatus:           haStatus,
@@ -387,6 +394,10 @@ func (b *Broker) runtimeInfo() *protocol.BrokerRuntimeInfo {
 			"dispatched":    fmt.Sprint(b.store.Dispatched()),
 		},
 	}
+	if ns := b.nameServerStatus(); ns != "" {
+		info.Extra["namesrv"] = ns
+	}
+	return info
 }
 
 // Version is the broker's version string.

@@ -39,6 +39,7 @@
 //	groups.go       groups (1/group) rebalance.Coordinator membership, allocation, hand-over
 //	scheduler.go    scheduler        delay.Scheduler       re-storing due delayed messages, delayOffset.json
 //	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
+//	registrar.go    registrar        register.Registrar    registering with the name servers: when, what, backoff, unregister
 //	-               supervision      supervise             restart budget on the Clock; Env.Fatal beyond it
 //
 // The writer is the one appender of the CommitLog in every role: a

@@ -85,6 +85,15 @@ type Config struct {
 	AccessMessageInMemoryMaxRatio int           // percent of memory behind the head before suggesting a slave
 	TotalMemory                   int64         // bytes of RAM, for the ratio above
 
+	// Name servers (registrar.go). No NamesrvAddr: standalone, no registration.
+	BrokerClusterName        string
+	NamesrvAddr              []string      // host:port of each name server
+	BrokerAddr               string        // announced for clients: brokerIP1:listenPort (empty: StoreHost)
+	HAServerAddr             string        // announced for slaves: brokerIP1:haListenPort
+	BrokerHeartbeatInterval  time.Duration // a heartbeat to each name server this often
+	HeartbeatTimeout         time.Duration // the lease asked for (heartbeatTimeoutMillis)
+	RegisterNameServerPeriod time.Duration // a full registration this often
+
 	// Consumer groups, retries and delays.
 	ConsumerHeartbeatInterval time.Duration   // members heartbeat this often; 3 missed and they are out
 	DelayLevels               []time.Duration // messageDelayLevel
@@ -119,6 +128,10 @@ func DefaultConfig() Config {
 		HATransferBatchSize:            256 << 10,
 		HAMetadataInterval:             3 * time.Second,
 		AccessMessageInMemoryMaxRatio:  40,
+		BrokerClusterName:              "DefaultCluster",
+		BrokerHeartbeatInterval:        time.Second,
+		HeartbeatTimeout:               5 * time.Second,
+		RegisterNameServerPeriod:       30 * time.Second,
 		ConsumerHeartbeatInterval:      time.Second,
 		DelayLevels:                    DefaultDelayLevels(),
 		MaxReconsumeTimes:              16,

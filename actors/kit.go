@@ -27,6 +27,7 @@ type kit struct {
 // scheduler when it starts them).
 type pids struct {
 	role, writer, durability, reput, index, topics, offsets, groups, scheduler *actor.PID
+	registrar                                                                  *actor.PID // nil: no name server
 }
 
 func (k *kit) now() time.Time { return k.clock.Now() }

@@ -161,6 +161,9 @@ func (r *roleActor) Receive(ctx actor.Context) {
 		r.changing = false
 		r.cur = m.to
 		ctx.Send(r.p.topics, &topicsRole{slave: m.to.slave()})
+		if r.p.registrar != nil {
+			ctx.Send(r.p.registrar, &regRole{}) // re-registers at once
+		}
 		switch {
 		case m.to.slave() && !m.from.slave():
 			ctx.Poison(r.p.scheduler)

@@ -78,6 +78,9 @@ func (t *topicManager) drain() {
 		rd := t.core.Ready()
 		if rd.Publish != nil {
 			t.v.publishTopics(rd.Publish)
+			if t.p.registrar != nil {
+				t.k.send(t.p.registrar, &regTopics{}) // the name servers learn it at once
+			}
 		}
 		for _, topic := range rd.Delete {
 			t.k.send(t.p.writer, &cutTopic{topic: topic, at: -1})

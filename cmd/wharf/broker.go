@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -113,6 +115,13 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.AccessMessageInMemoryMaxRatio = c.AccessMessageInMemoryMaxRatio
 	a.ConsumerHeartbeatInterval = c.ConsumerHeartbeatInterval.Duration()
 	a.HATransferBatchSize = c.HATransferBatchSize
+	a.BrokerClusterName = c.BrokerClusterName
+	a.NamesrvAddr = c.NameServers()
+	a.BrokerAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.ListenPort))
+	a.HAServerAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.EffectiveHAListenPort()))
+	a.BrokerHeartbeatInterval = c.BrokerHeartbeatInterval.Duration()
+	a.HeartbeatTimeout = c.BrokerNotActiveTimeoutMillis.Duration()
+	a.RegisterNameServerPeriod = c.RegisterNameServerPeriod.Duration()
 	// A pull or query answer must fit in a frame and well within what a
 	// connection may have unsent (a bigger answer would disconnect a client
 	// that reads normally).
@@ -196,7 +205,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
-		"haMasterAddress", c.HAMasterAddress,
+		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
 		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		fmt.Printf("\nWharf broker listening on %s (Ctrl-C to stop). Try, in another terminal:\n"+

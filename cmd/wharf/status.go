@@ -30,6 +30,9 @@ type statusJSON struct {
 	MasterMaxOffset int64         `json:"master_max_offset,omitempty"`
 	LagBytes        *int64        `json:"lag_bytes,omitempty"`
 	Slaves          []slaveStatus `json:"slaves"`
+	// NameServers is the registration with each name server ("" when
+	// standalone).
+	NameServers string `json:"name_servers,omitempty"`
 }
 
 type slaveStatus struct {
@@ -83,7 +86,7 @@ func statusOf(info protocol.BrokerRuntimeInfo) statusJSON {
 	st := statusJSON{BrokerName: info.BrokerName, BrokerID: info.BrokerID, Role: info.BrokerRole,
 		MinOffset: info.CommitLogMinOffset, MaxOffset: info.CommitLogMaxOffset, FlushedOffset: info.FlushedOffset,
 		Topics: info.TopicCount, Connections: info.ConnectionCount, MsgPutTotal: info.MsgPutTotal, MsgGetTotal: info.MsgGetTotal,
-		HAStatus: info.HAStatus, MasterMaxOffset: info.MasterMaxOffset, Slaves: []slaveStatus{}}
+		HAStatus: info.HAStatus, MasterMaxOffset: info.MasterMaxOffset, Slaves: []slaveStatus{}, NameServers: info.Extra["namesrv"]}
 	if info.BrokerRole == client.RoleSlave && info.MasterMaxOffset > 0 {
 		lag := max(0, info.MasterMaxOffset-info.CommitLogMaxOffset)
 		st.LagBytes = &lag
@@ -102,6 +105,9 @@ func printStatus(out io.Writer, st statusJSON) {
 	fmt.Fprintf(tw, "commitlog\t[%d, %d), flushed %d\n", st.MinOffset, st.MaxOffset, st.FlushedOffset)
 	fmt.Fprintf(tw, "topics / connections\t%d / %d\n", st.Topics, st.Connections)
 	fmt.Fprintf(tw, "messages put / got\t%d / %d\n", st.MsgPutTotal, st.MsgGetTotal)
+	if st.NameServers != "" {
+		fmt.Fprintf(tw, "name servers\t%s\n", st.NameServers)
+	}
 	if st.HAStatus != "" {
 		fmt.Fprintf(tw, "replication\t%s\n", st.HAStatus)
 	}

@@ -55,6 +55,8 @@ var layers = map[string]layer{
 		tests: []string{mod("internal/vtime"), mod("internal/testwait")}},
 	// The name server's route table: a leaf core over the wire types.
 	"actors/namesrv": {imports: []string{std, mod("protocol")}},
+	// A broker's registration with its name servers: a leaf core too.
+	"actors/register": {imports: []string{std, mod("protocol")}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with

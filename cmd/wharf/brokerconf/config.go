@@ -33,8 +33,14 @@ type Config struct {
 	HAListenPort int `conf:"haListenPort"`
 	// SLAVE only: host:port of the master's haListenPort.
 	HAMasterAddress string `conf:"haMasterAddress"`
-	// Name server addresses, host:port separated by ';' (reserved: Wharf has no name server yet).
+	// Name server addresses, host:port separated by ';': the broker registers with every one (empty: standalone, no name server).
 	NamesrvAddr string `conf:"namesrvAddr"`
+	// Milliseconds between a broker's heartbeats to each name server (Wharf key; RocketMQ's acting-master mode uses 1000 too).
+	BrokerHeartbeatInterval Millis `conf:"brokerHeartbeatInterval"`
+	// Milliseconds a name server keeps the broker routable without a heartbeat: the lease the broker asks for (Wharf default 5000; RocketMQ's 10000, or 120000 without acting-master mode).
+	BrokerNotActiveTimeoutMillis Millis `conf:"brokerNotActiveTimeoutMillis"`
+	// Milliseconds between two full registrations (topics included) with each name server; topic changes register at once.
+	RegisterNameServerPeriod Millis `conf:"registerNameServerPeriod"`
 	// Wharf only: largest protocol frame in bytes, length prefix included; a larger frame closes the connection.
 	MaxFrameSize int `conf:"maxFrameSize"`
 	// Wharf only: bytes of unsent responses a connection may queue; a client that stops reading beyond it is disconnected.
@@ -173,6 +179,9 @@ func Default() Config {
 		BrokerIP1:                       "127.0.0.1",
 		ListenPort:                      10911,
 		HAListenPort:                    0,
+		BrokerHeartbeatInterval:         1000,
+		BrokerNotActiveTimeoutMillis:    5000,
+		RegisterNameServerPeriod:        30_000,
 		MaxFrameSize:                    16 << 20,
 		MaxOutboundBytes:                64 << 20,
 		ServerChannelMaxIdleTimeSeconds: 120,

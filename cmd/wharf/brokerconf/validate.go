@@ -97,13 +97,7 @@ func (c Config) Validate() error {
 			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
 		}
 	}
-	for _, a := range strings.Split(c.NamesrvAddr, ";") {
-		if a = strings.TrimSpace(a); a != "" {
-			if err := checkHostPort(a); err != nil {
-				bad("namesrvAddr %q: %q: %v", c.NamesrvAddr, a, err)
-			}
-		}
-	}
+	errs = append(errs, c.validateNameServers()...)
 	if c.MaxMessageSize <= 0 {
 		bad("maxMessageSize %d: must be positive", c.MaxMessageSize)
 	}
@@ -233,4 +227,44 @@ func ParseDelayLevels(s string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("messageDelayLevel %q: no delay levels", s)
 	}
 	return levels, nil
+}
+
+// validateNameServers checks namesrvAddr and the registration cadence.
+func (c Config) validateNameServers() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	seen := map[string]bool{}
+	for _, a := range strings.Split(c.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := checkHostPort(a); err != nil {
+			bad("namesrvAddr %q: %q: %v", c.NamesrvAddr, a, err)
+		} else if seen[a] {
+			bad("namesrvAddr %q: %q is listed twice", c.NamesrvAddr, a)
+		}
+		seen[a] = true
+	}
+	if c.BrokerHeartbeatInterval < 100 || c.BrokerHeartbeatInterval > 60_000 {
+		bad("brokerHeartbeatInterval %d: must be in [100, 60000] ms", c.BrokerHeartbeatInterval)
+	}
+	if c.BrokerNotActiveTimeoutMillis < 2*c.BrokerHeartbeatInterval || c.BrokerNotActiveTimeoutMillis > 600_000 {
+		bad("brokerNotActiveTimeoutMillis %d: must be at least twice brokerHeartbeatInterval (%d) and at most 600000 ms, or one lost heartbeat would expire the broker",
+			c.BrokerNotActiveTimeoutMillis, 2*c.BrokerHeartbeatInterval)
+	}
+	if c.RegisterNameServerPeriod < 1000 || c.RegisterNameServerPeriod > 600_000 {
+		bad("registerNameServerPeriod %d: must be in [1000, 600000] ms", c.RegisterNameServerPeriod)
+	}
+	return errs
+}
+
+// NameServers returns namesrvAddr's addresses (none: standalone).
+func (c Config) NameServers() []string {
+	var out []string
+	for _, a := range strings.Split(c.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -39,6 +39,12 @@ func TestValidate(t *testing.T) {
 		{"ha master address", func(c *Config) { c.BrokerRole, c.BrokerID, c.HAMasterAddress = Slave, 1, "10.0.0.1" }, `haMasterAddress "10.0.0.1": must be host:port`},
 		{"ha master port", func(c *Config) { c.BrokerRole, c.BrokerID, c.HAMasterAddress = Slave, 1, "m:0" }, `port "0" must be 1-65535`},
 		{"namesrv", func(c *Config) { c.NamesrvAddr = "a:9876;b" }, `namesrvAddr "a:9876;b": "b": must be host:port`},
+		{"namesrv list", func(c *Config) { c.NamesrvAddr = " a:9876; b:9876 ;" }, ""},
+		{"namesrv twice", func(c *Config) { c.NamesrvAddr = "a:9876;a:9876" }, `namesrvAddr "a:9876;a:9876": "a:9876" is listed twice`},
+		{"broker heartbeat", func(c *Config) { c.BrokerHeartbeatInterval = 10 }, "brokerHeartbeatInterval 10: must be in [100, 60000] ms"},
+		{"lease below two heartbeats", func(c *Config) { c.BrokerNotActiveTimeoutMillis = 1500 },
+			"brokerNotActiveTimeoutMillis 1500: must be at least twice brokerHeartbeatInterval (2000)"},
+		{"register period", func(c *Config) { c.RegisterNameServerPeriod = 0 }, "registerNameServerPeriod 0: must be in [1000, 600000] ms"},
 		{"namesrv ok", func(c *Config) { c.NamesrvAddr = "a:9876; b:9876" }, ""},
 		{"commitlog path", func(c *Config) { c.StorePathCommitLog = "/other/commitlog" }, `storePathCommitLog "/other/commitlog": Wharf keeps the CommitLog in ${storePathRootDir}/commitlog (data/commitlog)`},
 		{"commitlog path default spelled out", func(c *Config) { c.StorePathCommitLog = "./data/commitlog/" }, ""},
@@ -179,5 +185,16 @@ func TestDelayLevels(t *testing.T) {
 func TestDurations(t *testing.T) {
 	if Millis(1500).Duration() != 1500*time.Millisecond || Seconds(2).Duration() != 2*time.Second || Hours(3).Duration() != 3*time.Hour {
 		t.Error("unit conversion")
+	}
+}
+
+func TestNameServers(t *testing.T) {
+	c := Default()
+	if got := c.NameServers(); got != nil {
+		t.Fatalf("default name servers %q, want none (standalone)", got)
+	}
+	c.NamesrvAddr = " a:9876; ;b:9866"
+	if got := c.NameServers(); !reflect.DeepEqual(got, []string{"a:9876", "b:9866"}) {
+		t.Fatalf("name servers %q", got)
 	}
 }
