@@ -39,8 +39,9 @@ var Bugs = []Bug{
 		Scenarios: []string{"rebalance"}, plant: func(p *Planted) { p.KeepRevoked = true }},
 	{Name: "skip-crc-check", Breaks: "recovery keeps a torn record; every record must be intact",
 		// A power cut must leave a page missing inside a large record's body
-		// with its tail kept: that needs unflushed bytes, so ASYNC_FLUSH.
-		Scenarios: []string{"async-flush"}, plant: func(p *Planted) { p.Storage.SkipCRCCheck = true }},
+		// with its tail kept: that needs unflushed bytes, so ASYNC_FLUSH, and
+		// many power cuts.
+		Scenarios: []string{"async-power-cuts"}, plant: func(p *Planted) { p.Storage.SkipCRCCheck = true }},
 	{Name: "no-flush-timeout", Breaks: "SYNC_FLUSH waiters get FLUSH_DISK_TIMEOUT at syncFlushTimeout",
 		Scenarios: []string{"sync-disk-faults"}, plant: func(p *Planted) { p.Actors.NoFlushTimeout = true }},
 	{Name: "async-never-flush", Breaks: "the ASYNC_FLUSH unflushed window is bounded",
