@@ -102,7 +102,7 @@ func newGroupListCmd() *cobra.Command {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+			a, err := o.admin(stderr)
 			if err != nil {
 				return err
 			}
@@ -156,7 +156,7 @@ func newGroupDescribeCmd() *cobra.Command {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+			a, err := o.admin(stderr)
 			if err != nil {
 				return err
 			}
@@ -287,4 +287,16 @@ func parseDeliverAt(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("want RFC 3339 (2006-01-02T15:04:05Z) or +DURATION: %w", err)
 	}
 	return t, nil
+}
+
+// admin connects to --broker. Group commands read one broker's
+// coordinator: on a cluster, ask each group's master with --broker.
+func (o *groupFlags) admin(stderr io.Writer) (*client.Admin, error) {
+	if err := o.checkTarget(); err != nil {
+		return nil, err
+	}
+	if err := o.needBroker("a group command (one broker's coordinator)"); err != nil {
+		return nil, err
+	}
+	return client.NewAdmin(o.broker, o.clientOptions(stderr)...)
 }
