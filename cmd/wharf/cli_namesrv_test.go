@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -230,4 +231,47 @@ func TestCLIClusterListStats(t *testing.T) {
 	if g2 := list()["g2"]; g2.MaxOffset != nil {
 		t.Fatalf("dead broker with stats: %+v", g2)
 	}
+}
+
+// produce --namesrv keeps sending to the other group when one group's
+// master stops mid-run (where produce --broker would stop): every message
+// is acked or counted failed, and the run ends "done"; batches go through
+// the routes too.
+func TestCLINamesrvProduceAroundAStoppedGroup(t *testing.T) {
+	c := startCLICluster(t)
+	c.g1.CreateTopic("T", 2)
+	c.g2.CreateTopic("T", 2)
+	c.register()
+	ns := c.ns.Addr()
+	out, stderr, err := runCLI(t, "produce", "--namesrv", ns, "--topic", "T", "--count", "40", "--batch", "10", "--json")
+	var rep produceReport
+	if lastJSON(t, out, &rep); err != nil || rep.Acked != 40 {
+		t.Fatalf("produce --batch: %v %+v\n%s", err, rep, stderr)
+	}
+
+	const n = 3000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, stderr, err = runCLI(t, "produce", "--namesrv", ns, "--topic", "T", "--count", fmt.Sprint(n), "--inflight", "4", "--retries", "0", "--json")
+	}()
+	before := c.g2.Total("T")
+	testwait.For(t, testwait.Wall, 10*time.Second, "g2 to take sends", func() bool { return c.g2.Total("T") >= before+200 })
+	c.g2.Stop()
+	if !testwait.Chan(done, 20*time.Second) {
+		t.Fatal("produce did not finish")
+	}
+	lastJSON(t, out, &rep)
+	if err != nil && !strings.Contains(err.Error(), "not acknowledged") {
+		t.Fatalf("produce: %v\n%s", err, stderr)
+	}
+	if rep.Stopped != "done" || rep.Sent != n || rep.Acked+rep.Failed != n || rep.Acked < n/2 {
+		t.Fatalf("produce report %+v, want all %d sent and a run to the end", rep, n)
+	}
+	// No acked message lost: both groups (g2 back on its store) hold them.
+	c.g2.Restart()
+	if stored := c.g1.Total("T") + c.g2.Total("T"); int64(stored) < 40+rep.Acked {
+		t.Fatalf("the groups hold %d messages, fewer than the %d acked", stored, 40+rep.Acked)
+	}
+	t.Logf("with g2 stopped mid-run: %d acked, %d failed %v", rep.Acked, rep.Failed, rep.Errors)
 }
