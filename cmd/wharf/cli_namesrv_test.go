@@ -275,3 +275,35 @@ func TestCLINamesrvProduceAroundAStoppedGroup(t *testing.T) {
 	}
 	t.Logf("with g2 stopped mid-run: %d acked, %d failed %v", rep.Acked, rep.Failed, rep.Errors)
 }
+
+// consume --namesrv reads a group whose master is gone from its slave
+// (the routes name it; no --slave): it gets every message of both groups,
+// each once.
+func TestCLINamesrvConsumeFromASlave(t *testing.T) {
+	ns := brokertest.StartNameServer(t)
+	m1, m2 := brokertest.Start(t), brokertest.Start(t)
+	s1 := brokertest.Start(t, brokertest.SlaveOf(m1))
+	m1.CreateTopic("T", 2)
+	m2.CreateTopic("T", 2)
+	for _, b := range []*brokertest.Broker{m1, s1} {
+		b.RegisterWith(ns, "c1", "g1")
+	}
+	m2.RegisterWith(ns, "c1", "g2")
+	if _, stderr, err := runCLI(t, "produce", "--namesrv", ns.Addr(), "--topic", "T", "--count", "100"); err != nil {
+		t.Fatalf("produce: %v\n%s", err, stderr)
+	}
+	testwait.For(t, testwait.Wall, 5*time.Second, "s1 to catch up", func() bool {
+		return m1.Total("T") > 0 && s1.Total("T") == m1.Total("T")
+	})
+	m1.Stop()
+	out, stderr, err := runCLI(t, "consume", "--namesrv", ns.Addr(), "--topic", "T", "--group", "G", "--count", "100",
+		"--broker-wait", "200ms", "--suspend", "200ms", "--json")
+	if err != nil {
+		t.Fatalf("consume: %v\n%s", err, stderr)
+	}
+	var rep consumeReport
+	lastJSON(t, out, &rep)
+	if rep.Received != 100 || rep.Duplicates != 0 || rep.Stopped != "count" {
+		t.Fatalf("consume report %+v", rep)
+	}
+}
