@@ -170,7 +170,7 @@ func TestCLINamesrvFlagErrors(t *testing.T) {
 		{[]string{"group", "list", "--broker", b, "--namesrv", ns}, "not both"},
 		{[]string{"produce", "--topic", "T", "--queue", "1", "--namesrv", ns}, "use --broker"},
 		{[]string{"consume", "--topic", "T", "--slave", b, "--namesrv", ns}, "use --broker"},
-		{[]string{"group", "list", "--namesrv", ns}, "use --broker"},
+		{[]string{"group", "describe", "--group", "G", "--namesrv", ns}, "use --broker"},
 		{[]string{"topic", "create", "--topic", "T", "--perm", "4", "--namesrv", ns}, "need --broker"},
 		{[]string{"topic", "create", "--topic", "T", "--cluster", "c1", "--broker", b}, "--cluster needs --namesrv"},
 	}
@@ -305,5 +305,47 @@ func TestCLINamesrvConsumeFromASlave(t *testing.T) {
 	lastJSON(t, out, &rep)
 	if rep.Received != 100 || rep.Duplicates != 0 || rep.Stopped != "count" {
 		t.Fatalf("consume report %+v", rep)
+	}
+}
+
+// group list --namesrv lists a consumer group once per broker group it
+// is a member on, while its consumer runs.
+func TestCLINamesrvGroupList(t *testing.T) {
+	c := startCLICluster(t)
+	c.g1.CreateTopic("T", 2)
+	c.g2.CreateTopic("T", 2)
+	c.register()
+	ns := c.ns.Addr()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, stderr, err := runCLI(t, "consume", "--namesrv", ns, "--topic", "T", "--group", "G", "--idle-exit", "1s", "--suspend", "200ms"); err != nil {
+			t.Errorf("consume: %v\n%s", err, stderr)
+		}
+	}()
+	testwait.For(t, testwait.Wall, 5*time.Second, "G's member on both broker groups", func() bool {
+		return len(c.g1.GroupMembers("G")) == 1 && len(c.g2.GroupMembers("G")) == 1
+	})
+	out, stderr, err := runCLI(t, "group", "list", "--namesrv", ns, "--json")
+	if err != nil {
+		t.Fatalf("group list: %v\n%s", err, stderr)
+	}
+	var groups groupListJSON
+	lastJSON(t, out, &groups)
+	var in []string
+	for _, g := range groups.Groups {
+		if g.Group == "G" && g.Members == 1 {
+			in = append(in, g.BrokerGroup)
+		}
+	}
+	if !slices.Equal(in, []string{"g1", "g2"}) {
+		t.Fatalf("group list --namesrv: G with its member on broker groups %v, want [g1 g2]\n%s", in, out)
+	}
+	out, _, err = runCLI(t, "group", "list", "--namesrv", ns)
+	if err != nil || !strings.Contains(out, "BROKER GROUP") {
+		t.Fatalf("human group list: %v\n%s", err, out)
+	}
+	if !testwait.Chan(done, 20*time.Second) {
+		t.Fatal("consume did not stop")
 	}
 }

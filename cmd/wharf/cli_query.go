@@ -225,7 +225,10 @@ func (o *queryFlags) findInCluster(ctx context.Context, stderr io.Writer) ([]pro
 			brokers = append(brokers, b.BrokerRef)
 		}
 	}
-	addrs := groupReaders(brokers)
+	var addrs []string
+	for _, b := range groupReaders(brokers) {
+		addrs = append(addrs, b.BrokerAddr)
+	}
 	if len(addrs) == 0 {
 		return nil, errors.New("no live broker in the cluster to ask")
 	}
@@ -254,7 +257,7 @@ func (o *queryFlags) findInCluster(ctx context.Context, stderr io.Writer) ([]pro
 
 // groupReaders picks one broker per group of brokers to read from: its
 // live master, else its live slave of the lowest brokerId. Groups sorted.
-func groupReaders(brokers []protocol.BrokerRef) []string {
+func groupReaders(brokers []protocol.BrokerRef) []protocol.BrokerRef {
 	pick := map[string]protocol.BrokerRef{}
 	for _, b := range brokers {
 		if !b.Alive || b.BrokerAddr == "" {
@@ -270,11 +273,11 @@ func groupReaders(brokers []protocol.BrokerRef) []string {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
-	addrs := make([]string, 0, len(groups))
+	refs := make([]protocol.BrokerRef, 0, len(groups))
 	for _, g := range groups {
-		addrs = append(addrs, pick[g].BrokerAddr)
+		refs = append(refs, pick[g])
 	}
-	return addrs
+	return refs
 }
 
 func printQueryMessages(w io.Writer, msgs []protocol.MessageExt, withBody bool) {
