@@ -95,7 +95,7 @@ until the last message.`,
 	f.BoolVar(&o.print, "print", false, "print one line per message")
 	f.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull")
 	f.DurationVar(&o.suspend, "suspend", 15*time.Second, "long-polling time of a pull")
-	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker (and every --slave) stays unreachable this long")
+	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "with --broker: stop when the broker (and every --slave) stays unreachable this long")
 	f.StringArrayVar(&o.slaves, "slave", nil, "address host:port of a slave of --broker to read from when the master is unreachable (repeatable)")
 	f.BoolVar(&o.orderly, "orderly", false, "consume each queue one message at a time, in order")
 	f.BoolVar(&o.broadcast, "broadcast", false, "broadcasting: every member of the group gets every message")
