@@ -30,17 +30,56 @@ func addClientCommands(root *cobra.Command) {
 // cliCommon holds the flags every client command has.
 type cliCommon struct {
 	broker   string
+	namesrv  string
 	json     bool
 	timeout  time.Duration
 	logLevel string
+
+	cmd *cobra.Command // to tell a given --broker from the default
 }
 
 func (c *cliCommon) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&c.broker, "broker", cliDefaultBroker, "broker address host:port")
+	c.cmd = cmd
+	f.StringVar(&c.broker, "broker", cliDefaultBroker, "broker address host:port (one broker group)")
+	f.StringVar(&c.namesrv, "namesrv", "", `name server addresses, ";"-separated ("a:9876;b:9876"): every broker group of the cluster`)
 	f.BoolVar(&c.json, "json", false, "print one JSON object as the last line of stdout")
 	f.DurationVar(&c.timeout, "timeout", 3*time.Second, "timeout of each request")
 	f.StringVar(&c.logLevel, "log-level", "error", "client log level on stderr: debug, info, warn, error")
+}
+
+// errBrokerAndNamesrv: a client command told to use one broker and a cluster.
+var errBrokerAndNamesrv = errors.New("give --broker (one broker group) or --namesrv (a cluster), not both")
+
+// checkTarget fails when both --broker and --namesrv are given. Without
+// either, a command talks to the default broker.
+func (c *cliCommon) checkTarget() error {
+	if c.namesrv != "" && c.cmd != nil && c.cmd.Flags().Changed("broker") {
+		return errBrokerAndNamesrv
+	}
+	return nil
+}
+
+// onCluster reports whether the command goes through name servers.
+func (c *cliCommon) onCluster() bool { return c.namesrv != "" }
+
+// needBroker is the error of a mode that reads or changes one broker,
+// given --namesrv.
+func (c *cliCommon) needBroker(what string) error {
+	if c.onCluster() {
+		return fmt.Errorf("%s works on one broker: use --broker ADDR instead of --namesrv", what)
+	}
+	return nil
+}
+
+// target is the broker address and options for a client: with --namesrv
+// no address and WithNameServer.
+func (c *cliCommon) target(stderr io.Writer) (string, []client.Option) {
+	opts := c.clientOptions(stderr)
+	if c.onCluster() {
+		return "", append(opts, client.WithNameServer(c.namesrv))
+	}
+	return c.broker, opts
 }
 
 func (c *cliCommon) clientOptions(stderr io.Writer) []client.Option {

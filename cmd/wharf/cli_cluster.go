@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -45,70 +47,19 @@ func (o *namesrvFlags) register(cmd *cobra.Command) {
 	f.DurationVar(&o.timeout, "timeout", 3*time.Second, "timeout of each request")
 }
 
-// ask sends req to the first name server that answers and decodes the
-// answer into into. A status other than SUCCESS is an error, and is not
-// retried on the next name server (they would agree).
-func (o *namesrvFlags) ask(ctx context.Context, req protocol.Request, into protocol.Fields) error {
-	var errs []error
-	for _, addr := range strings.Split(o.namesrv, ";") {
-		if addr = strings.TrimSpace(addr); addr == "" {
-			continue
-		}
-		f, err := namesrvCall(ctx, addr, o.timeout, req)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-			continue
-		}
-		if f.Status != protocol.StatusOK {
-			return fmt.Errorf("%s: %v: %s", addr, f.Status, f.Remark)
-		}
-		return protocol.DecodeResponse(f, protocol.DefaultLimits(), into)
-	}
-	if len(errs) == 0 {
-		return errors.New("--namesrv: no address given")
-	}
-	return fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+// options are the client options of the name servers' Admin and of the
+// brokers' ones: quiet, since the commands report errors themselves.
+func (o *namesrvFlags) options(stderr io.Writer) []client.Option {
+	return []client.Option{client.WithTimeout(o.timeout), client.WithDialTimeout(o.timeout),
+		client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))}
 }
 
-// namesrvCall runs one request on its own connection. (The client
-// library's name-server support replaces this for produce and consume.)
-func namesrvCall(ctx context.Context, addr string, timeout time.Duration, req protocol.Request) (*protocol.Frame, error) {
-	d := net.Dialer{Timeout: timeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
+// admin connects to the first name server of --namesrv that answers.
+func (o *namesrvFlags) admin(stderr io.Writer) (*client.Admin, error) {
+	if strings.TrimSpace(strings.ReplaceAll(o.namesrv, ";", "")) == "" {
+		return nil, errors.New("--namesrv: no address given")
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(timeout))
-	frame, err := protocol.AppendRequest(nil, 1, 0, req)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Write(frame); err != nil {
-		return nil, fmt.Errorf("send %v: %w", req.RequestCode(), err)
-	}
-	lim := protocol.DefaultLimits()
-	var buf []byte
-	chunk := make([]byte, 64<<10)
-	for {
-		n, err := protocol.Split(buf, lim)
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			f, err := protocol.DecodeFrame(buf[:n], lim)
-			if err != nil || f.Opaque == 1 && f.IsResponse() {
-				return f, err
-			}
-			buf = buf[n:]
-			continue
-		}
-		m, err := c.Read(chunk)
-		if err != nil {
-			return nil, fmt.Errorf("read the answer to %v: %w", req.RequestCode(), err)
-		}
-		buf = append(buf, chunk[:m]...)
-	}
+	return client.NewAdmin("", append(o.options(stderr), client.WithNameServer(o.namesrv))...)
 }
 
 // brokerJSON is one broker in --json output.
@@ -124,25 +75,44 @@ type brokerJSON struct {
 	LastHeartbeatMs int64  `json:"last_heartbeat_ms,omitempty"`
 	LeaseMs         int64  `json:"lease_ms,omitempty"`
 	Topics          int32  `json:"topics"`
+	*brokerStats
+}
+
+// brokerStats is what cluster list asks each live broker (GET_BROKER_RUNTIME_INFO).
+type brokerStats struct {
+	MaxOffset   int64   `json:"max_offset"`    // the commit log's end, in bytes
+	MsgPutTotal int64   `json:"msg_put_total"` // messages stored since the broker started
+	PutTPS      float64 `json:"put_tps"`       // messages stored per second over --tps-window
+	Error       string  `json:"stats_error,omitempty"`
 }
 
 func newClusterListCmd() *cobra.Command {
 	var o namesrvFlags
+	var window time.Duration
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the clusters' broker groups and brokers",
 		Long: `List every broker a name server holds: cluster, group, brokerId, address,
-role, whether its lease is alive and since when.
+role, whether its lease is alive and since when, and, asked of each live
+broker, its commit log's max offset and the messages it stored per second
+over --tps-window (twice asked; 0: once, and no TPS).
 --json prints {version, brokers: [{cluster, group, broker_id, address, ha_address,
-role, alive, live_since_ms, last_heartbeat_ms, lease_ms, topics}]}.`,
+role, alive, live_since_ms, last_heartbeat_ms, lease_ms, topics, max_offset,
+msg_put_total, put_tps, stats_error}]} (the last four for live brokers only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			var ci protocol.ClusterInfo
-			if err := o.ask(ctx, &protocol.GetBrokerClusterInfoRequest{}, &ci); err != nil {
+			a, err := o.admin(cmd.ErrOrStderr())
+			if err != nil {
 				return err
 			}
+			defer a.Close()
+			ci, err := a.ClusterInfo(ctx)
+			if err != nil {
+				return err
+			}
+			stats := sampleBrokers(ctx, ci.Brokers, window, o.options(cmd.ErrOrStderr()))
 			if o.json {
 				out := struct {
 					Version int64        `json:"version"`
@@ -150,31 +120,99 @@ role, alive, live_since_ms, last_heartbeat_ms, lease_ms, topics}]}.`,
 				}{Version: ci.Version, Brokers: []brokerJSON{}}
 				for _, b := range ci.Brokers {
 					out.Brokers = append(out.Brokers, brokerJSON{b.ClusterName, b.BrokerName, b.BrokerID, b.BrokerAddr, b.HAServerAddr,
-						b.BrokerRole, b.Alive, b.LiveSinceMs, b.LastHeartbeatMs, b.LeaseMillis, b.Topics})
+						b.BrokerRole, b.Alive, b.LiveSinceMs, b.LastHeartbeatMs, b.LeaseMillis, b.Topics, stats[b.BrokerAddr]})
 				}
 				return cliWriteJSON(cmd.OutOrStdout(), out)
 			}
-			printCluster(cmd.OutOrStdout(), ci.Brokers, time.Now())
+			printCluster(cmd.OutOrStdout(), ci.Brokers, stats, window > 0, time.Now())
 			return nil
 		},
 	}
 	o.register(cmd)
+	cmd.Flags().DurationVar(&window, "tps-window", time.Second, "how long to count each broker's stored messages for TPS (0: no TPS)")
 	return cmd
 }
 
-func printCluster(w io.Writer, brokers []protocol.BrokerInfo, now time.Time) {
+// sampleBrokers asks every live broker for its runtime info, all at once,
+// and again after window (if > 0) for the rate of stored messages. The
+// stats are keyed by address; a broker that did not answer has Error.
+func sampleBrokers(ctx context.Context, brokers []protocol.BrokerInfo, window time.Duration, opts []client.Option) map[string]*brokerStats {
+	stats := map[string]*brokerStats{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		if !b.Alive || b.BrokerAddr == "" || stats[b.BrokerAddr] != nil {
+			continue
+		}
+		st := &brokerStats{}
+		stats[b.BrokerAddr] = st
+		wg.Add(1)
+		go func(addr string) {
+			defer wg.Done()
+			s := sampleBroker(ctx, addr, window, opts)
+			mu.Lock()
+			*st = s
+			mu.Unlock()
+		}(b.BrokerAddr)
+	}
+	wg.Wait()
+	return stats
+}
+
+func sampleBroker(ctx context.Context, addr string, window time.Duration, opts []client.Option) brokerStats {
+	a, err := client.NewAdmin(addr, opts...)
+	if err != nil {
+		return brokerStats{Error: err.Error()}
+	}
+	defer a.Close()
+	first, err := a.RuntimeInfo(ctx)
+	if err != nil {
+		return brokerStats{Error: err.Error()}
+	}
+	t0 := time.Now()
+	st := brokerStats{MaxOffset: first.CommitLogMaxOffset, MsgPutTotal: first.MsgPutTotal}
+	if window <= 0 {
+		return st
+	}
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return st
+	}
+	second, err := a.RuntimeInfo(ctx)
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	st.MaxOffset, st.MsgPutTotal = second.CommitLogMaxOffset, second.MsgPutTotal
+	st.PutTPS = cliRound(float64(second.MsgPutTotal-first.MsgPutTotal) / time.Since(t0).Seconds())
+	return st
+}
+
+func printCluster(w io.Writer, brokers []protocol.BrokerInfo, stats map[string]*brokerStats, withTPS bool, now time.Time) {
 	if len(brokers) == 0 {
 		fmt.Fprintln(w, "no brokers registered")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tGROUP\tBROKER ID\tADDRESS\tROLE\tALIVE\tSINCE")
+	fmt.Fprintln(tw, "CLUSTER\tGROUP\tBROKER ID\tADDRESS\tROLE\tALIVE\tSINCE\tMAX OFFSET\tTPS")
 	for _, b := range brokers {
 		alive, since := "yes", now.Sub(time.UnixMilli(b.LiveSinceMs)).Round(time.Second).String()+" ago"
 		if !b.Alive {
 			alive, since = "NO", "silent "+now.Sub(time.UnixMilli(b.LastHeartbeatMs)).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", b.ClusterName, b.BrokerName, b.BrokerID, b.BrokerAddr, b.BrokerRole, alive, since)
+		maxOff, tps := "-", "-"
+		switch st := stats[b.BrokerAddr]; {
+		case st == nil || !b.Alive:
+		case st.Error != "" && st.MsgPutTotal == 0 && st.MaxOffset == 0:
+			maxOff = "unreachable"
+		default:
+			maxOff = fmt.Sprint(st.MaxOffset)
+			if withTPS && st.Error == "" {
+				tps = fmt.Sprintf("%.1f", st.PutTPS)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ClusterName, b.BrokerName, b.BrokerID, b.BrokerAddr, b.BrokerRole, alive, since, maxOff, tps)
 	}
 	tw.Flush()
 }
@@ -204,8 +242,13 @@ write_queue_nums, perm}], brokers: [{cluster, group, broker_id, address, ...}]}.
 			}
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			var rd protocol.RouteData
-			if err := o.ask(ctx, &protocol.GetRouteInfoRequest{Topic: topic}, &rd); err != nil {
+			a, err := o.admin(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			rd, err := a.TopicRoute(ctx, topic)
+			if err != nil {
 				return err
 			}
 			if o.json {

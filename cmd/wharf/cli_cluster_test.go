@@ -18,8 +18,8 @@ func TestClusterAndRouteOutput(t *testing.T) {
 	printCluster(&out, []protocol.BrokerInfo{
 		{BrokerRef: master, LiveSinceMs: 10_000, LastHeartbeatMs: 93_000},
 		{BrokerRef: slave, LiveSinceMs: 40_000, LastHeartbeatMs: 99_500},
-	}, now)
-	for _, want := range []string{"h1:10911  ASYNC_MASTER  NO     silent 7s", "h2:10911  SLAVE         yes    1m0s ago"} {
+	}, map[string]*brokerStats{"h1:10911": {MaxOffset: 5}, "h2:10911": {MaxOffset: 1234, PutTPS: 12.5}}, true, now)
+	for _, want := range []string{"h1:10911  ASYNC_MASTER  NO     silent 7s  -           -", "h2:10911  SLAVE         yes    1m0s ago   1234        12.5"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("cluster list lacks %q:\n%s", want, out.String())
 		}

@@ -65,6 +65,13 @@ reached, consume reads from a slave and commits its offsets there (the brokers
 merge them back into the master), and returns to --broker once it answers; a
 queue the master says is far behind is read from a slave until it catches up.
 
+--namesrv "a:9876;b:9876" consumes through the cluster's name servers instead
+of one --broker: the consumer is a member of --group on every broker group
+hosting --topic (each group's broker assigns its own queues), reads a group
+whose master is gone from its slaves, and joins groups that appear later. It
+does not stop for an unreachable broker (use --idle-exit or --count). --slave
+needs --broker.
+
 --print writes one line per message to stdout, tab-separated:
   queueId queueOffset key msgId bodyLength
 (key is the KEYS property, "-" if none).
@@ -88,7 +95,7 @@ until the last message.`,
 	f.BoolVar(&o.print, "print", false, "print one line per message")
 	f.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull")
 	f.DurationVar(&o.suspend, "suspend", 15*time.Second, "long-polling time of a pull")
-	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "stop when the broker (and every --slave) stays unreachable this long")
+	f.DurationVar(&o.brokerWait, "broker-wait", 2*time.Second, "with --broker: stop when the broker (and every --slave) stays unreachable this long")
 	f.StringArrayVar(&o.slaves, "slave", nil, "address host:port of a slave of --broker to read from when the master is unreachable (repeatable)")
 	f.BoolVar(&o.orderly, "orderly", false, "consume each queue one message at a time, in order")
 	f.BoolVar(&o.broadcast, "broadcast", false, "broadcasting: every member of the group gets every message")
@@ -109,9 +116,10 @@ type consumeReport struct {
 }
 
 // consumeKey identifies a message: its UNIQ_KEY (kept by retries), else
-// its queue and offset.
+// its broker, queue and offset (queue ids repeat across broker groups).
 type consumeKey struct {
 	uniq   string
+	host   string
 	queue  int32
 	offset int64
 }
@@ -150,7 +158,7 @@ func (s *consumeStats) handle(ctx context.Context, msgs []*protocol.MessageExt) 
 	for _, m := range msgs {
 		k := consumeKey{uniq: m.UniqKey()}
 		if k.uniq == "" {
-			k.queue, k.offset = m.QueueID, m.QueueOffset
+			k.host, k.queue, k.offset = m.StoreHost, m.QueueID, m.QueueOffset
 		}
 		if _, dup := s.seen[k]; dup {
 			s.duplicates++
@@ -181,6 +189,15 @@ func (s *consumeStats) handle(ctx context.Context, msgs []*protocol.MessageExt) 
 }
 
 func (o *consumeFlags) validate() (client.ConsumeFrom, error) {
+	if err := o.checkTarget(); err != nil {
+		return 0, err
+	}
+	if len(o.slaves) > 0 {
+		// On --namesrv the routes name each group's slaves.
+		if err := o.needBroker("--slave (a slave of one master)"); err != nil {
+			return 0, err
+		}
+	}
 	var from client.ConsumeFrom
 	switch o.from {
 	case "first":
@@ -228,7 +245,9 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	var unavailMu sync.Mutex
 	var unavailSince, unavailLast time.Time
 	onPullErr := func(_ string, _ int32, err error) {
-		if !errors.Is(err, client.ErrBrokerUnavailable) {
+		// On --namesrv a group's master may be gone while its slave
+		// serves its queues: one unreachable broker does not stop it.
+		if o.onCluster() || !errors.Is(err, client.ErrBrokerUnavailable) {
 			return
 		}
 		unavailMu.Lock()
@@ -252,7 +271,8 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	}
 	stats := newConsumeStats(o.count, out)
 
-	opts := append(o.clientOptions(stderr),
+	addr, opts := o.target(stderr)
+	opts = append(opts,
 		client.WithConsumeFrom(from),
 		client.WithPullBatchSize(o.pullBatch),
 		client.WithPullSuspend(o.suspend),
@@ -270,7 +290,7 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	if o.clientID != "" {
 		opts = append(opts, client.WithClientID(o.clientID))
 	}
-	c, err := client.NewPushConsumer(o.broker, o.group, opts...)
+	c, err := client.NewPushConsumer(addr, o.group, opts...)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type groupListJSON struct {
 }
 
 type groupSummaryJSON struct {
+	BrokerGroup  string   `json:"broker_group,omitempty"` // with --namesrv
 	Group        string   `json:"group"`
 	MessageModel string   `json:"message_model"`
 	Members      int32    `json:"members"`
@@ -72,8 +73,13 @@ func newGroupCmd() *cobra.Command {
 		Short: "List and describe consumer groups",
 		Long: `Show the consumer groups the broker coordinates.
 
-  wharf group list [--broker ADDR] [--json]
+  wharf group list [--broker ADDR | --namesrv "a:9876;b:9876"] [--json]
   wharf group describe --group G [--broker ADDR] [--json]
+
+With --namesrv, list asks every broker group of the cluster (its master,
+else a slave) and shows each consumer group once per broker group, with
+that broker's members and lag (each broker coordinates its own queues);
+--json adds broker_group. describe reads one broker: give --broker.
 
 list shows each group's message model, member count, topics and total lag.
 describe shows the members with their assigned queues, then per queue its
@@ -99,10 +105,16 @@ func newGroupListCmd() *cobra.Command {
 		Short: "List the consumer groups",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkTarget(); err != nil {
+				return err
+			}
+			if o.onCluster() {
+				return listGroupsInCluster(cmd, &o)
+			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+			a, err := o.admin(stderr)
 			if err != nil {
 				return err
 			}
@@ -118,7 +130,7 @@ func newGroupListCmd() *cobra.Command {
 					if topics == nil {
 						topics = []string{}
 					}
-					out.Groups = append(out.Groups, groupSummaryJSON{g.Group, g.MessageModel, g.Members, topics, g.Lag})
+					out.Groups = append(out.Groups, groupSummaryJSON{"", g.Group, g.MessageModel, g.Members, topics, g.Lag})
 				}
 				return cliWriteJSON(stdout, out)
 			}
@@ -156,7 +168,7 @@ func newGroupDescribeCmd() *cobra.Command {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+			a, err := o.admin(stderr)
 			if err != nil {
 				return err
 			}
@@ -287,4 +299,16 @@ func parseDeliverAt(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("want RFC 3339 (2006-01-02T15:04:05Z) or +DURATION: %w", err)
 	}
 	return t, nil
+}
+
+// admin connects to --broker. Group commands read one broker's
+// coordinator: on a cluster, ask each group's master with --broker.
+func (o *groupFlags) admin(stderr io.Writer) (*client.Admin, error) {
+	if err := o.checkTarget(); err != nil {
+		return nil, err
+	}
+	if err := o.needBroker("group describe (one broker's coordinator)"); err != nil {
+		return nil, err
+	}
+	return client.NewAdmin(o.broker, o.clientOptions(stderr)...)
 }

@@ -63,9 +63,15 @@ count as failed and also as unconfirmed.
 1h 2h) or --deliver-at TIME (RFC 3339, or +DURATION from now such as +90s)
 makes consumers see the messages only from then on.
 
-On Ctrl-C (SIGINT, SIGTERM), or when the broker cannot be reached, produce
-stops sending, waits a little for the answers in flight, prints its summary
-and exits non-zero; it also exits non-zero when any message failed.
+--namesrv "a:9876;b:9876" sends through the cluster's name servers instead of
+to one --broker: round robin over the writable queues of every broker group,
+around a group that fails (its failed sends count as failed; --queue needs
+--broker).
+
+On Ctrl-C (SIGINT, SIGTERM), or when the broker cannot be reached (with
+--broker), produce stops sending, waits a little for the answers in flight,
+prints its summary and exits non-zero; it also exits non-zero when any
+message failed.
 
 --json prints one JSON object as the last line of stdout:
   {sent, acked, failed, unconfirmed, msgs_per_s, mb_per_s, p50_ms, p99_ms,
@@ -194,6 +200,9 @@ func (s *produceStats) report(elapsed time.Duration, size int, stopped string) p
 }
 
 func (o *produceFlags) validate() error {
+	if err := o.checkTarget(); err != nil {
+		return err
+	}
 	switch {
 	case o.topic == "":
 		return errors.New("--topic is required")
@@ -207,6 +216,8 @@ func (o *produceFlags) validate() error {
 		return fmt.Errorf("--batch must be in 1..%d, got %d", protocol.DefaultMaxBatchMessages, o.batch)
 	case o.queue < -1:
 		return fmt.Errorf("--queue must be -1 (round robin) or a queue id, got %d", o.queue)
+	case o.queue >= 0 && o.onCluster():
+		return o.needBroker("--queue (a queue of one broker)")
 	case o.retries < 0:
 		return fmt.Errorf("--retries must not be negative")
 	case strings.ContainsAny(o.key, " \t\x01\x02"):
@@ -274,12 +285,12 @@ func runProduce(cmd *cobra.Command, o *produceFlags) error {
 	sigCtx, stopSig := cliSignalContext(cmd.Context())
 	defer stopSig()
 
-	opts := append(o.clientOptions(stderr),
-		client.WithRetries(o.retries),
-		client.WithProducerGroup(o.group),
-		client.WithQueue(int32(o.queue)),
-	)
-	p, err := client.NewProducer(o.broker, opts...)
+	addr, opts := o.target(stderr)
+	opts = append(opts, client.WithRetries(o.retries), client.WithProducerGroup(o.group))
+	if o.queue >= 0 {
+		opts = append(opts, client.WithQueue(int32(o.queue)))
+	}
+	p, err := client.NewProducer(addr, opts...)
 	if err != nil {
 		return err
 	}
@@ -300,9 +311,11 @@ func runProduce(cmd *cobra.Command, o *produceFlags) error {
 	defer stopIssue()
 	sendCtx, cancelSends := context.WithCancel(context.Background())
 	defer cancelSends()
+	// One broker gone stops a run on --broker; on --namesrv the producer
+	// sends to the other groups, and the failed sends are counted.
 	var brokerGone atomic.Pointer[error]
 	noteErr := func(err error) {
-		if errors.Is(err, client.ErrBrokerUnavailable) && brokerGone.CompareAndSwap(nil, &err) {
+		if !o.onCluster() && errors.Is(err, client.ErrBrokerUnavailable) && brokerGone.CompareAndSwap(nil, &err) {
 			stopIssue()
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,11 @@ func newQueryCmd() *cobra.Command {
 		Long: `Find the messages of --topic whose KEYS (any of them) or UNIQ_KEY equals --key,
 or the one message with offset message id --msgid. Exits non-zero when nothing
 is found.
+
+--namesrv "a:9876;b:9876" asks one broker of every broker group instead of
+one --broker (a group's live master, else its slave): the groups of --topic's
+route, or every group of the cluster for --msgid without --topic, and merges
+their answers (sorted by store host, queue and offset).
 
 --json prints one JSON object as the last line of stdout:
   {count, messages: [{topic, queue_id, queue_offset, msg_id, uniq_key, keys,
@@ -105,6 +111,9 @@ func toQueryMessage(m *protocol.MessageExt, withBody bool) queryMessage {
 }
 
 func (o *queryFlags) validate() error {
+	if err := o.checkTarget(); err != nil {
+		return err
+	}
 	switch {
 	case o.key == "" && o.msgID == "":
 		return errors.New("give --key (with --topic) or --msgid")
@@ -125,38 +134,33 @@ func runQuery(cmd *cobra.Command, o *queryFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	ctx, stop := cliSignalContext(cmd.Context())
 	defer stop()
-	a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+	var msgs []protocol.MessageExt
+	var err error
+	if o.onCluster() {
+		msgs, err = o.findInCluster(ctx, stderr)
+	} else {
+		msgs, err = o.findOn(ctx, o.broker, stderr)
+	}
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-
-	var msgs []protocol.MessageExt
 	var notFound error
-	if o.msgID != "" {
-		m, err := a.ViewMessage(ctx, o.msgID)
-		switch {
-		case errors.Is(err, client.ErrNotFound):
-			notFound = fmt.Errorf("no message with id %s", o.msgID)
-		case err != nil:
-			return err
-		default:
-			msgs = append(msgs, m)
-		}
-	} else {
-		msgs, err = a.QueryByKey(ctx, o.topic, o.key, time.Time{}, time.Time{}, o.max)
-		if err != nil {
-			return err
-		}
-		if len(msgs) == 0 {
-			notFound = fmt.Errorf("no message of topic %s with key %s", o.topic, o.key)
-		}
+	switch {
+	case len(msgs) > 0:
+	case o.msgID != "":
+		notFound = fmt.Errorf("no message with id %s", o.msgID)
+	default:
+		notFound = fmt.Errorf("no message of topic %s with key %s", o.topic, o.key)
 	}
 	sort.Slice(msgs, func(i, j int) bool {
-		if msgs[i].QueueID != msgs[j].QueueID {
-			return msgs[i].QueueID < msgs[j].QueueID
+		a, b := &msgs[i], &msgs[j]
+		if a.StoreHost != b.StoreHost {
+			return a.StoreHost < b.StoreHost
 		}
-		return msgs[i].QueueOffset < msgs[j].QueueOffset
+		if a.QueueID != b.QueueID {
+			return a.QueueID < b.QueueID
+		}
+		return a.QueueOffset < b.QueueOffset
 	})
 	if o.json {
 		rep := queryReport{Count: len(msgs), Messages: make([]queryMessage, 0, len(msgs))}
@@ -170,6 +174,110 @@ func runQuery(cmd *cobra.Command, o *queryFlags) error {
 		printQueryMessages(stdout, msgs, o.body)
 	}
 	return notFound
+}
+
+// findOn runs the query on the broker at addr; a message id it does not
+// hold is no message, not an error.
+func (o *queryFlags) findOn(ctx context.Context, addr string, stderr io.Writer) ([]protocol.MessageExt, error) {
+	a, err := client.NewAdmin(addr, o.clientOptions(stderr)...)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	if o.msgID == "" {
+		return a.QueryByKey(ctx, o.topic, o.key, time.Time{}, time.Time{}, o.max)
+	}
+	m, err := a.ViewMessage(ctx, o.msgID)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return []protocol.MessageExt{m}, nil
+}
+
+// findInCluster runs the query on one broker of every group that may hold
+// the messages (the groups of --topic's route, or every group for a
+// message id without --topic), each group's live master or, without one,
+// a live slave, and merges the answers. A broker that fails is reported
+// on stderr; the query fails only when every one failed.
+func (o *queryFlags) findInCluster(ctx context.Context, stderr io.Writer) ([]protocol.MessageExt, error) {
+	addr, opts := o.target(stderr)
+	a, err := client.NewAdmin(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	var brokers []protocol.BrokerRef
+	if o.topic != "" {
+		rd, err := a.TopicRoute(ctx, o.topic)
+		if err != nil {
+			return nil, err
+		}
+		brokers = rd.Brokers
+	} else {
+		ci, err := a.ClusterInfo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range ci.Brokers {
+			brokers = append(brokers, b.BrokerRef)
+		}
+	}
+	var addrs []string
+	for _, b := range groupReaders(brokers) {
+		addrs = append(addrs, b.BrokerAddr)
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("no live broker in the cluster to ask")
+	}
+	var msgs []protocol.MessageExt
+	var errs []error
+	for _, addr := range addrs {
+		found, err := o.findOn(ctx, addr, stderr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			fmt.Fprintf(stderr, "wharf: warning: query on %s: %v\n", addr, err)
+			continue
+		}
+		for _, m := range found {
+			// A broker asked for another's message id reads its own log
+			// at that offset: only the message with that id counts.
+			if o.msgID == "" || m.MsgID == "" || strings.EqualFold(m.MsgID, o.msgID) {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	if len(errs) == len(addrs) {
+		return nil, fmt.Errorf("query failed on every broker: %w", errors.Join(errs...))
+	}
+	return msgs, nil
+}
+
+// groupReaders picks one broker per group of brokers to read from: its
+// live master, else its live slave of the lowest brokerId. Groups sorted.
+func groupReaders(brokers []protocol.BrokerRef) []protocol.BrokerRef {
+	pick := map[string]protocol.BrokerRef{}
+	for _, b := range brokers {
+		if !b.Alive || b.BrokerAddr == "" {
+			continue
+		}
+		cur, ok := pick[b.BrokerName]
+		if !ok || b.BrokerID < cur.BrokerID {
+			pick[b.BrokerName] = b
+		}
+	}
+	groups := make([]string, 0, len(pick))
+	for g := range pick {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	refs := make([]protocol.BrokerRef, 0, len(groups))
+	for _, g := range groups {
+		refs = append(refs, pick[g])
+	}
+	return refs
 }
 
 func printQueryMessages(w io.Writer, msgs []protocol.MessageExt, withBody bool) {

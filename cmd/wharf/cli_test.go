@@ -52,6 +52,7 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	root := &cobra.Command{Use: "wharf", SilenceUsage: true, SilenceErrors: true}
 	addClientCommands(root)
+	addClusterCommands(root)
 	var out, errOut syncBuffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)

@@ -20,6 +20,7 @@ type topicFlags struct {
 	readQueues  int32
 	writeQueues int32
 	perm        int32
+	cluster     string
 }
 
 // topicJSON is a topic config in topic's --json output.
@@ -43,9 +44,20 @@ func newTopicCmd() *cobra.Command {
   wharf topic delete --topic T
 
 perm bits: 4 read, 2 write, 1 inherit (6 = read+write).
+
+With --namesrv "a:9876;b:9876" instead of --broker, on a cluster:
+  wharf topic create --namesrv ADDR [--cluster C] --topic T [--queues 8]
+      (N read and write queues on every live master of cluster C, default
+      DefaultCluster; update does the same; an existing topic is updated)
+  wharf topic delete --namesrv ADDR --topic T [--cluster C]
+      (on every live master of T's route, then in every name server)
+  wharf topic list --namesrv ADDR    (the topics the routes have)
+  wharf topic route --namesrv ADDR --topic T
+
 --json prints one JSON object as the last line of stdout: for list
-{topics: [{topic, read_queue_nums, write_queue_nums, perm}]}, otherwise
-{ok, action, topic, ...config}.`,
+{topics: [{topic, read_queue_nums, write_queue_nums, perm}]} ({topics:
+[{topic}]} with --namesrv), otherwise {ok, action, topic, ...config}, with
+--namesrv also {cluster, masters: [address]}.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newTopicSubcommand("create", "Create a topic (fails if it exists)", true),
@@ -66,6 +78,7 @@ func newTopicSubcommand(action, short string, config bool) *cobra.Command {
 	o.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.topic, "topic", "", "topic name (required)")
+	f.StringVar(&o.cluster, "cluster", "", "with --namesrv: the cluster whose masters get the change (create, update: "+cliDefaultCluster+"; delete: every cluster)")
 	if config {
 		f.Int32Var(&o.queues, "queues", 8, "read and write queue count")
 		f.Int32Var(&o.readQueues, "read-queues", 0, "read queue count (overrides --queues)")
@@ -106,6 +119,15 @@ func (o *topicFlags) config(cmd *cobra.Command, base protocol.TopicConfig) (prot
 func runTopicChange(cmd *cobra.Command, action string, o *topicFlags) error {
 	if err := protocol.ValidateTopic(o.topic); err != nil {
 		return fmt.Errorf("--topic: %w", err)
+	}
+	if err := o.checkTarget(); err != nil {
+		return err
+	}
+	if o.onCluster() {
+		return runTopicChangeInCluster(cmd, action, o)
+	}
+	if cmd.Flags().Changed("cluster") {
+		return errors.New("--cluster needs --namesrv")
 	}
 	var tc protocol.TopicConfig
 	if action == "create" {
@@ -168,6 +190,12 @@ func newTopicListCmd() *cobra.Command {
 		Short: "List the broker's topics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkTarget(); err != nil {
+				return err
+			}
+			if o.onCluster() {
+				return listTopicsInCluster(cmd, &o)
+			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()

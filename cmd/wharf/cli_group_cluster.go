@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// listGroupsInCluster is group list with --namesrv: every broker group's
+// consumer groups, asked of its live master (else a live slave). Each
+// broker's coordinator keeps its own members and lag, so a consumer group
+// shows once per broker group it consumes from.
+func listGroupsInCluster(cmd *cobra.Command, o *groupFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	ctx, stop := cliSignalContext(cmd.Context())
+	defer stop()
+	addr, opts := o.target(stderr)
+	a, err := client.NewAdmin(addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return err
+	}
+	var rows []groupSummaryJSON
+	brokers := make([]protocol.BrokerRef, 0, len(ci.Brokers))
+	for _, b := range ci.Brokers {
+		brokers = append(brokers, b.BrokerRef)
+	}
+	for _, b := range groupReaders(brokers) {
+		ba, err := client.NewAdmin(b.BrokerAddr, o.clientOptions(stderr)...)
+		if err != nil {
+			return fmt.Errorf("broker group %s (%s): %w", b.BrokerName, b.BrokerAddr, err)
+		}
+		groups, err := ba.ListGroups(ctx)
+		ba.Close()
+		if err != nil {
+			return fmt.Errorf("broker group %s (%s): %w", b.BrokerName, b.BrokerAddr, err)
+		}
+		for _, g := range groups {
+			topics := g.Topics
+			if topics == nil {
+				topics = []string{}
+			}
+			rows = append(rows, groupSummaryJSON{b.BrokerName, g.Group, g.MessageModel, g.Members, topics, g.Lag})
+		}
+	}
+	if o.json {
+		if rows == nil {
+			rows = []groupSummaryJSON{}
+		}
+		return cliWriteJSON(stdout, groupListJSON{Groups: rows})
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no consumer groups")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BROKER GROUP\tGROUP\tMODEL\tMEMBERS\tLAG\tTOPICS")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r.BrokerGroup, r.Group, r.MessageModel, r.Members, r.Lag, strings.Join(r.Topics, ","))
+	}
+	return tw.Flush()
+}
