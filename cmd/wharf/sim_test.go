@@ -34,7 +34,7 @@ func simLastJSON(t *testing.T, out string, v any) {
 // TestSimPlantedBugsFail: the simulator has teeth: with a planted bug the
 // command reports a violation and fails.
 func TestSimPlantedBugsFail(t *testing.T) {
-	for _, bug := range []struct{ name, scenario string }{{"ack-before-flush", "sync-flush"}, {"skip-crc-check", "async-flush"}} {
+	for _, bug := range []struct{ name, scenario string }{{"ack-before-flush", "sync-flush"}, {"skip-crc-check", "async-power-cuts"}} {
 		out, err := runWharf(t, "sim", "--bug", bug.name, "--scenario", bug.scenario, "--seeds", "20", "--json")
 		var sum simSummary
 		simLastJSON(t, out, &sum)
