@@ -25,6 +25,10 @@ type Planted struct {
 	Actors      actors.Faults
 	Storage     storage.Faults
 	KeepRevoked bool
+	// StaleRoutes: the simulated producer drives client/sendpath without
+	// the client's route refresh (no interval, no refresh on a broken
+	// connection): it keeps the first route it read.
+	StaleRoutes bool
 }
 
 // Bugs lists every bug switch.
