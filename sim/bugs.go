@@ -53,6 +53,8 @@ var Bugs = []Bug{
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Actors.CommitOffsetBeforePersist = true }},
 	{Name: "skip-queue-offset", Breaks: "queue offsets are contiguous with no gap or duplicate",
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Storage.SkipQueueOffset = true }},
+	{Name: "stale-routes", Breaks: "a producer stops sending to a broker out of every name server's routes within lease + refresh",
+		Scenarios: []string{"ns-master-crash"}, plant: func(p *Planted) { p.StaleRoutes = true }},
 }
 
 // BugByName finds a bug switch.

@@ -69,6 +69,8 @@ type Client struct {
 	nsCur    int              // the name server asked
 	fetching bool             // a route fetch is on its way
 	waiting  []*outgoing      // sends waiting for that route
+	// topicGone: the last route answer was TOPIC_NOT_EXIST
+	topicGone bool
 }
 
 // groupQueue is queue q of broker group g.

@@ -80,17 +80,18 @@ type Node struct {
 	drift time.Duration // its clock's offset from virtual time
 
 	dial        func(addr string, h actors.Handler) (actors.Conn, error) // links to name servers and a slave's to its master
-	nsIdx       int                                                       // a name server: 1 + its index; 0: a broker
-	startedAt   time.Time                                                 // the current incarnation's start
-	downAt      time.Time                                                 // its last crash
-	reported    int64                                       // a slave: the highest log end any incarnation reported
-	reports     []mark                                      // a slave: when its reports first reached each new high
-	crashAt     time.Time                                   // a slave: its last crash
-	refused     bool                                        // a slave: its master refused it (diverged logs)
+	nsIdx       int                                                      // a name server: 1 + its index; 0: a broker
+	startedAt   time.Time                                                // the current incarnation's start
+	downAt      time.Time                                                // its last crash
+	reported    int64                                                    // a slave: the highest log end any incarnation reported
+	reports     []mark                                                   // a slave: when its reports first reached each new high
+	crashAt     time.Time                                                // a slave: its last crash
+	refused     bool                                                     // a slave: its master refused it (diverged logs)
 	up          bool
-	stallUntil  time.Time // injected disk stall
-	failFsync   bool      // injected fsync errors
-	partitioned bool      // injected network partition
+	stallUntil  time.Time     // injected disk stall
+	failFsync   bool          // injected fsync errors
+	partitioned bool          // injected network partition
+	slow        time.Duration // injected: its answers to clients are this late
 
 	fsyncs    int64 // CommitLog fsyncs issued
 	crashes   int

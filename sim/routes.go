@@ -61,6 +61,11 @@ func (c *Client) onRoute(conn *Conn, f *protocol.Frame) {
 	c.fetching = false
 	now := c.s.w.Now()
 	r, ok := sendpath.Route{Topic: simTopic}, false
+	// The client keeps its route when the name server no longer has the
+	// topic at all (no group of it is registered): a failed refresh leaves
+	// the route as it was (client/producer_ns.go). checkRouteUse excuses
+	// that case; it is recorded here.
+	c.topicGone = f != nil && f.Status == protocol.StatusTopicNotExist
 	if f != nil && f.Status == protocol.StatusOK {
 		var rd protocol.RouteData
 		if err := protocol.DecodeResponse(f, protocol.DefaultLimits(), &rd); err != nil {

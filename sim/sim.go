@@ -30,6 +30,9 @@ const (
 	FaultMemberLeave     Fault = "member-leave"     // a consumer closes (releases and unregisters)
 	FaultMemberCrash     Fault = "member-crash"     // a consumer dies silently
 	FaultMemberPartition Fault = "member-partition" // a consumer cannot reach the broker for a while
+	FaultMasterDown      Fault = "master-down"      // the master's process dies and stays down for 1-2 s
+	FaultNSPartition     Fault = "ns-partition"     // the master and one name server cannot reach each other, longer than the lease
+	FaultSlowBroker      Fault = "slow-broker"      // the master's answers are delayed 0.3-1 s for a while
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -73,6 +76,15 @@ var Scenarios = []Scenario{
 	{Name: "async-master", Flush: actors.AsyncFlush, Role: actors.RoleAsyncMaster,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
 		Faults:  []Fault{FaultMasterKill, FaultSlaveCrash, FaultHAPartition}},
+	{Name: "ns-master-crash", Flush: actors.AsyncFlush, MinGroups: 2,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultMasterDown}},
+	{Name: "ns-partition", Flush: actors.AsyncFlush, MinGroups: 2,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultNSPartition}},
+	{Name: "slow-broker", Flush: actors.SyncFlush,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultSlowBroker, FaultMasterKill}},
 }
 
 // ScenarioByName finds a scenario.
