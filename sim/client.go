@@ -70,7 +70,8 @@ type Client struct {
 	fetching bool             // a route fetch is on its way
 	waiting  []*outgoing      // sends waiting for that route
 	// topicGone: the last route answer was TOPIC_NOT_EXIST
-	topicGone bool
+	topicGone   bool
+	routeGroups string // the groups of the last route taken (traceRoute)
 }
 
 // groupQueue is queue q of broker group g.

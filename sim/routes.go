@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"time"
 
 	"github.com/wharfmq/wharf/client/sendpath"
@@ -87,6 +88,7 @@ func (c *Client) onRoute(conn *Conn, f *protocol.Frame) {
 	}
 	if ok {
 		c.table.Update(r)
+		c.traceRoute(conn.node, r)
 	}
 	waiting := c.waiting
 	c.waiting = nil
@@ -107,5 +109,22 @@ func (c *Client) observe(p *pending) {
 	now := c.s.w.Now()
 	if lat := now.Sub(p.sentAt); sendPolicy.AvoidForLatency(lat) > 0 {
 		c.table.Observe(p.to.Broker, lat, now)
+	}
+}
+
+// traceRoute records a route that writes to other groups than the
+// client's last one: where the producers move, in the trace.
+func (c *Client) traceRoute(ns *Node, r sendpath.Route) {
+	var b strings.Builder
+	for i, q := range r.Queues {
+		if i == 0 || q.Broker != r.Queues[i-1].Broker {
+			if g := c.s.byAddr[q.Broker]; g != nil {
+				b.WriteString(" " + g.spec.Name)
+			}
+		}
+	}
+	if b.String() != c.routeGroups {
+		c.routeGroups = b.String()
+		c.s.w.Tracef("client %d: route from %s writes to [%s]", c.id, ns.name, strings.TrimSpace(c.routeGroups))
 	}
 }
