@@ -21,11 +21,11 @@ func TestRouteBookExported(t *testing.T) {
 	}
 	var b RouteBook
 	tests := []struct {
-		ns      string
-		v       int64
-		alive   bool
-		taken   bool
-		queues  int // queues in the route
+		ns     string
+		v      int64
+		alive  bool
+		taken  bool
+		queues int // queues in the route
 	}{
 		{"ns1", 10, true, true, 4},
 		{"ns1", 9, true, false, 0},  // older from the same server
