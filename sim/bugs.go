@@ -25,6 +25,10 @@ type Planted struct {
 	Actors      actors.Faults
 	Storage     storage.Faults
 	KeepRevoked bool
+	// StaleRoutes: the simulated producer drives client/sendpath without
+	// the client's route refresh (no interval, no refresh on a broken
+	// connection): it keeps the first route it read.
+	StaleRoutes bool
 }
 
 // Bugs lists every bug switch.
@@ -50,6 +54,8 @@ var Bugs = []Bug{
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Actors.CommitOffsetBeforePersist = true }},
 	{Name: "skip-queue-offset", Breaks: "queue offsets are contiguous with no gap or duplicate",
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Storage.SkipQueueOffset = true }},
+	{Name: "stale-routes", Breaks: "a producer stops sending to a broker out of every name server's routes within lease + refresh",
+		Scenarios: []string{"ns-master-crash"}, plant: func(p *Planted) { p.StaleRoutes = true }},
 }
 
 // BugByName finds a bug switch.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/client/sendpath"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -62,8 +63,15 @@ type Client struct {
 
 	// producers: the client's own send path (routes, queue choice, retry
 	// plan, fault avoidance), under the client's default policy.
-	table        *sendpath.Table
-	routeVersion int64
+	table    *sendpath.Table
+	book     client.RouteBook // orders the name servers' routes
+	nsConns  []*Conn          // per name server
+	nsCur    int              // the name server asked
+	fetching bool             // a route fetch is on its way
+	waiting  []*outgoing      // sends waiting for that route
+	// topicGone: the last route answer was TOPIC_NOT_EXIST
+	topicGone   bool
+	routeGroups string // the groups of the last route taken (traceRoute)
 }
 
 // groupQueue is queue q of broker group g.
@@ -105,6 +113,11 @@ func (c *Client) ensureConn(g *brokerGroup) bool {
 
 // request sends one request to group g and arms its timeout.
 func (c *Client) request(g *brokerGroup, req protocol.Request, p *pending) {
+	c.requestOn(c.conns[g.idx], req, p)
+}
+
+// requestOn sends one request on conn and arms its timeout.
+func (c *Client) requestOn(conn *Conn, req protocol.Request, p *pending) {
 	c.opaque++
 	op := c.opaque
 	frame, err := protocol.AppendRequest(nil, op, 0, req)
@@ -112,7 +125,6 @@ func (c *Client) request(g *brokerGroup, req protocol.Request, p *pending) {
 		c.s.w.Violationf("client %d: encode %T: %v", c.id, req, err)
 		return
 	}
-	conn := c.conns[g.idx]
 	p.code, p.conn, p.sentAt = req.RequestCode(), conn, c.s.w.Now()
 	c.pend[op] = p
 	p.cancel = c.s.w.at(c.s.w.Now().Add(reqTimeout), c.own(), func() { c.timeout(conn, op, sendpath.TimedOut) })
@@ -128,10 +140,18 @@ func (c *Client) timeout(conn *Conn, op uint32, failure sendpath.Failure) {
 	}
 	delete(c.pend, op)
 	c.s.w.Tracef("client %d: request %d (%v): %v", c.id, op, p.code, failure)
+	if conn.node.isNameServer() {
+		conn.closed = true
+		c.onRoute(conn, nil)
+		return
+	}
 	if !conn.closed && conn == c.conns[conn.node.g.idx] {
 		conn.closed = true // give up on this connection
 	}
 	if p.out != nil {
+		if failure == sendpath.Broken {
+			c.brokerDown(p.to.Broker)
+		}
 		c.decide(p.out, p.to, sendpath.Outcome{Failure: failure})
 		return
 	}
@@ -159,6 +179,12 @@ func (c *Client) reset(conn *Conn) {
 func (c *Client) start() {
 	c.pend = map[uint32]*pending{}
 	c.lastQO = map[groupQueue]int64{}
+	if c.kind != Consumer {
+		c.table = sendpath.NewTable(sendPolicy)
+		c.nsConns = make([]*Conn, len(c.s.names))
+		c.nsCur = (c.id - 1) % max(len(c.s.names), 1) // producers spread over the name servers
+		c.refreshLoop()
+	}
 	if c.kind == Consumer {
 		c.next = map[groupQueue]int64{}
 		c.pulling = map[groupQueue]bool{}
@@ -255,13 +281,17 @@ func (c *Client) afterReply(p *pending) {
 // onResponse handles an answer that reached the client.
 func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	p := c.pend[f.Opaque]
-	if p == nil || conn != p.conn || conn != c.conns[conn.node.g.idx] {
+	if p == nil || conn != p.conn || (!conn.node.isNameServer() && conn != c.conns[conn.node.g.idx]) {
 		return // timed out already, or from a previous connection
 	}
 	delete(c.pend, f.Opaque)
 	p.cancel()
 	switch p.code {
+	case protocol.CodeGetRouteInfoByTopic:
+		c.onRoute(conn, f)
+		return
 	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
+		c.observe(p)
 		c.onSendResponse(f, p)
 		c.decide(p.out, p.to, sendpath.Outcome{Failure: sendpath.Answered, Status: f.Status})
 		return

@@ -71,6 +71,17 @@ func (s *Sim) inject(g *brokerGroup, f Fault) {
 		s.injectGroupFault("crash")
 	case FaultMemberPartition:
 		s.injectGroupFault("partition")
+	case FaultMasterDown:
+		s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, time.Duration(1000+w.rng.Intn(1000))*time.Millisecond)
+	case FaultNSPartition:
+		if len(s.names) > 0 {
+			s.cutNS(n, w.rng.Intn(len(s.names)), 2*s.cfg.Lease+time.Duration(w.rng.Int63n(int64(3*s.cfg.Lease))))
+		}
+	case FaultSlowBroker:
+		d := time.Duration(300+w.rng.Intn(1000)) * time.Millisecond
+		n.slow = time.Duration(300+w.rng.Intn(700)) * time.Millisecond
+		w.Tracef("fault: %s answers %v late for %v", n.name, n.slow, d)
+		w.at(w.Now().Add(d), owner{}, func() { s.healSlow(n) })
 	case FaultPartition:
 		d := time.Duration(100+w.rng.Intn(1500)) * time.Millisecond
 		w.Tracef("fault: partition of %s for %v", n.name, d)
@@ -83,6 +94,13 @@ func (s *Sim) healHA(g *brokerGroup) {
 	if g.haPartitioned {
 		g.haPartitioned = false
 		s.w.Tracef("%s master/slave partition healed", g.spec.Name)
+	}
+}
+
+func (s *Sim) healSlow(n *Node) {
+	if n.slow > 0 {
+		n.slow = 0
+		s.w.Tracef("%s answers on time again", n.name)
 	}
 }
 

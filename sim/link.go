@@ -23,6 +23,8 @@ type linkEnd struct {
 	closed  bool
 	next    time.Time // arrival time of the last frame sent from this end
 	gone    bool      // Disconnected delivered
+	ns      int       // a link to name server ns-1 (0: a replication link)
+	severed bool      // broken by a partition: a close is not heard across it
 }
 
 var _ actors.Conn = (*linkEnd)(nil)
@@ -51,19 +53,25 @@ func (e *linkEnd) write(frame []byte) {
 	if e.dead() || e.other.dead() {
 		return
 	}
-	if e.node.g.haPartitioned {
+	if e.partitioned() {
 		// A partition stalls the stream; the ends find out by their
-		// heartbeat timeouts. Nothing more gets through this connection.
+		// heartbeat timeouts (a name server by the lease). Nothing more
+		// gets through this connection.
 		e.s.w.Tracef("link %d broken by the partition", e.id)
 		e.closed, e.other.closed = true, true
+		e.severed, e.other.severed = true, true
 		return
 	}
 	f, err := protocol.DecodeFrame(frame, protocol.DefaultLimits())
 	if err != nil {
-		e.s.w.Violationf("%s wrote an undecodable replication frame: %v", e.node.name, err)
+		e.s.w.Violationf("%s wrote an undecodable frame on link %d: %v", e.node.name, e.id, err)
 		return
 	}
-	e.s.onHAFrame(e, f)
+	if e.ns > 0 {
+		e.s.onNSFrame(e, f)
+	} else {
+		e.s.onHAFrame(e, f)
+	}
 	at := maxTime(e.s.w.Now().Add(e.s.net.sample(e.s.w)), e.next)
 	e.next = at
 	dst := e.other
@@ -75,7 +83,32 @@ func (e *linkEnd) write(frame []byte) {
 	})
 }
 
-// Close closes both ends; each side's handler hears of it.
+// partitioned reports whether a partition cuts the link: between a
+// master and its slaves, or between a broker and a name server.
+func (e *linkEnd) partitioned() bool {
+	if e.ns > 0 {
+		b := e.node
+		if b.isNameServer() {
+			b = e.other.node
+		}
+		return e.s.cuts[nsCut{b, e.ns - 1}]
+	}
+	return e.node.g.haPartitioned
+}
+
+// Call implements the registrar's caller: a request that wants an answer,
+// which comes back to the other end's handler with the same opaque.
+func (e *linkEnd) Call(opaque uint32, req protocol.Request) {
+	frame, err := protocol.AppendRequest(nil, opaque, 0, req)
+	if err != nil {
+		e.s.w.Violationf("%s could not encode %v: %v", e.node.name, req.RequestCode(), err)
+		return
+	}
+	e.write(frame)
+}
+
+// Close closes both ends; each side's handler hears of it, unless a
+// partition broke the link: then the other side never does.
 func (e *linkEnd) Close(reason string) {
 	if e.gone {
 		return
@@ -83,7 +116,9 @@ func (e *linkEnd) Close(reason string) {
 	e.s.w.Tracef("link %d closed by %s: %s", e.id, e.node.name, reason)
 	e.closed, e.other.closed = true, true
 	e.s.disconnect(e)
-	e.s.disconnect(e.other)
+	if !e.severed {
+		e.s.disconnect(e.other)
+	}
 }
 
 // disconnect tells an end's handler, once, after a network delay.
@@ -132,6 +167,20 @@ func (s *Sim) resetLinks(g *brokerGroup, n *Node) {
 		}
 	}
 	g.links = keep
+	nsKeep := s.nsLinks[:0]
+	for _, a := range s.nsLinks {
+		if a.node == n {
+			a.closed, a.other.closed = true, true
+			if !a.severed {
+				s.disconnect(a.other)
+			}
+			continue
+		}
+		if !a.closed {
+			nsKeep = append(nsKeep, a)
+		}
+	}
+	s.nsLinks = nsKeep
 }
 
 // onHAFrame checks replication traffic as it is sent: what a master

@@ -58,8 +58,16 @@ func (s *Sim) heal() {
 	for _, g := range s.groups {
 		s.healHA(g)
 		s.healPartition(g.master)
+		s.healSlow(g.master)
 		// A disk stall runs out by itself (at most three syncFlushTimeouts):
 		// I/O issued during it completes when it ends, healed or not.
+	}
+	for _, g := range s.groups { // in order: the trace must not follow a map's
+		for _, n := range g.nodes() {
+			for k := range s.names {
+				s.healNS(nsCut{n, k})
+			}
+		}
 	}
 	procs := map[string][]*GroupMember{}
 	var names []string
@@ -93,6 +101,12 @@ func (s *Sim) unconverged() string {
 		}
 	}
 	if why := s.unconsumable(); why != "" {
+		return why
+	}
+	if why := s.unregistered(); why != "" {
+		return why
+	}
+	if why := s.unrouted(); why != "" {
 		return why
 	}
 	if s.sc.Members == 0 {

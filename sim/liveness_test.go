@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"math"
 	"strings"
 	"testing"
+
+	"github.com/wharfmq/wharf/client/sendpath"
 
 	"github.com/wharfmq/wharf/storage/vfs"
 )
@@ -59,6 +62,21 @@ func TestLivenessCatchesNoConvergence(t *testing.T) {
 				}
 			}
 		}, "acknowledged messages are not consumable"},
+		{"healed name servers", "ns-partition", func(*Sim) {}, ""},
+		{"a master stays cut off from a name server", "ns-partition", func(s *Sim) {
+			key := nsCut{s.groups[0].master, 0}
+			s.cuts[key], s.cutAt[key] = true, s.w.Now()
+		}, "sim-a is not registered at ns-1"},
+		{"a producer keeps a route without a group", "ns-master-crash", func(s *Sim) {
+			// A route newer than any the name servers give: the producers
+			// never replace it, and it lacks sim-b.
+			for _, c := range s.clients {
+				if c.table != nil {
+					c.table.Update(sendpath.Route{Topic: simTopic, Version: math.MaxInt64, Fetched: s.w.Now(),
+						Queues: sendpath.Queues(s.groups[0].master.addr.String(), simQueues)})
+				}
+			}
+		}, "queues of sim-b, not 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vs := runBroken(t, Options{Seed: 5, Scenario: tc.scenario}, tc.breakIt)

@@ -103,7 +103,7 @@ func (c *Conn) write(frame []byte) {
 	if c.node.partitioned {
 		return
 	}
-	at := maxTime(c.s.w.Now().Add(c.s.net.sample(c.s.w)), c.toPeer)
+	at := maxTime(c.s.w.Now().Add(c.s.net.sample(c.s.w)+c.node.slow), c.toPeer)
 	c.toPeer = at
 	c.s.w.at(at, owner{}, func() { c.client.onResponse(c, f) })
 }

@@ -79,15 +79,19 @@ type Node struct {
 	g     *brokerGroup
 	drift time.Duration // its clock's offset from virtual time
 
-	dial        func(h actors.Handler) (actors.Conn, error) // a slave's link to its master
-	reported    int64                                       // a slave: the highest log end any incarnation reported
-	reports     []mark                                      // a slave: when its reports first reached each new high
-	crashAt     time.Time                                   // a slave: its last crash
-	refused     bool                                        // a slave: its master refused it (diverged logs)
+	dial        func(addr string, h actors.Handler) (actors.Conn, error) // links to name servers and a slave's to its master
+	nsIdx       int                                                      // a name server: 1 + its index; 0: a broker
+	startedAt   time.Time                                                // the current incarnation's start
+	downAt      time.Time                                                // its last crash
+	reported    int64                                                    // a slave: the highest log end any incarnation reported
+	reports     []mark                                                   // a slave: when its reports first reached each new high
+	crashAt     time.Time                                                // a slave: its last crash
+	refused     bool                                                     // a slave: its master refused it (diverged logs)
 	up          bool
-	stallUntil  time.Time // injected disk stall
-	failFsync   bool      // injected fsync errors
-	partitioned bool      // injected network partition
+	stallUntil  time.Time     // injected disk stall
+	failFsync   bool          // injected fsync errors
+	partitioned bool          // injected network partition
+	slow        time.Duration // injected: its answers to clients are this late
 
 	fsyncs    int64 // CommitLog fsyncs issued
 	crashes   int
@@ -134,7 +138,7 @@ func (n *Node) start() error {
 	if err := b.Start(); err != nil {
 		return fmt.Errorf("%s: start actors: %w", n.name, err)
 	}
-	n.store, n.up = st, true
+	n.store, n.up, n.startedAt = st, true, n.w.Now()
 	n.serve, n.haServe = b, b.HAHandler()
 	n.lastMax = st.CommitLog().MaxOffset()
 	n.unflushed = n.unflushed[:0]
@@ -164,7 +168,7 @@ func (n *Node) env() actors.Env {
 	}
 	if n.dial != nil {
 		dial := n.dial
-		env.Dial = func(_ string, h actors.Handler) (actors.Conn, error) { return dial(h) }
+		env.Dial = dial
 	}
 	return env
 }
@@ -174,7 +178,7 @@ func (n *Node) env() actors.Env {
 func (n *Node) crash(opts vfs.CrashOptions) {
 	n.epoch++
 	n.crashes++
-	n.up = false
+	n.up, n.downAt = false, n.w.Now()
 	img := n.mem.Crash(n.w.rng.Int63(), opts)
 	n.w.Tracef("%s crash (keep=%.2f torn=%v) log_end=%d flushed=%d", n.name, opts.UnsyncedKeepRatio, opts.TornLastPage,
 		n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())

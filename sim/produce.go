@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/wharfmq/wharf/client"
@@ -38,9 +37,6 @@ type outgoing struct {
 
 // produce starts the next message (or batch) on its way.
 func (c *Client) produce() {
-	if c.table == nil {
-		c.table = sendpath.NewTable(sendPolicy)
-	}
 	c.produced++
 	c.inflight++
 	o := &outgoing{send: c.table.Begin(simTopic, sendpath.AnyQueue, time.Time{}), batch: c.kind == BatchProducer}
@@ -59,35 +55,40 @@ func (c *Client) produce() {
 	c.attempt(o)
 }
 
-// route is the topic's route as a name server would give it: the queues
-// of every group (the static list of groups), starting at a group that
-// differs per client so that the producers do not move in step.
-func (c *Client) route(now time.Time) sendpath.Route {
-	c.routeVersion++
-	r := sendpath.Route{Topic: simTopic, Version: c.routeVersion, Fetched: now}
-	for i := range c.s.groups {
-		g := c.s.groups[(i+c.id)%len(c.s.groups)]
-		r.Queues = append(r.Queues, sendpath.Queues(g.spec.Name, simQueues)...)
+// attempt sends o where its plan says, once the plan has a route: a send
+// that needs one waits for the name server's answer.
+func (c *Client) attempt(o *outgoing) {
+	st := o.send.Next(c.s.w.Now())
+	if st.Fetch {
+		c.waiting = append(c.waiting, o)
+		c.fetchRoute()
+		return
 	}
-	return r
+	c.sendTo(o, st)
 }
 
-// attempt sends o where its plan says; a master that is down refuses the
-// connection, which is a failed attempt like a broken one.
-func (c *Client) attempt(o *outgoing) {
-	now := c.s.w.Now()
-	st := o.send.Next(now)
-	if st.Fetch {
-		o.send.Routed(c.route(now))
-		st = o.send.Next(now)
-	}
-	i := slices.IndexFunc(c.s.groups, func(g *brokerGroup) bool { return g.spec.Name == st.To.Broker })
-	if st.Fetch || i < 0 || st.To.QueueID < 0 {
+// sendTo carries an attempt to its queue. No broker: the route has no
+// group with a live master (the client's connFor fails it as
+// unavailable); a master that is down refuses the connection. Both are
+// failed attempts like a broken connection.
+func (c *Client) sendTo(o *outgoing, st sendpath.Step) {
+	if st.Fetch || (st.To.Broker != "" && st.To.QueueID < 0) {
 		c.s.w.Violationf("client %d: the send path chose %v, not a queue of the route", c.id, st)
 		return
 	}
-	g, q := c.s.groups[i], st.To.QueueID
+	if st.To.Broker == "" {
+		c.decide(o, st.To, sendpath.Outcome{Failure: sendpath.Broken})
+		return
+	}
+	g := c.s.byAddr[st.To.Broker]
+	if g == nil {
+		c.s.w.Violationf("client %d: the route names %s, not a master", c.id, st.To.Broker)
+		return
+	}
+	c.s.checkRouteUse(c, g)
+	q := st.To.QueueID
 	if !c.ensureConn(g) {
+		c.brokerDown(st.To.Broker)
 		c.decide(o, st.To, sendpath.Outcome{Failure: sendpath.Broken})
 		return
 	}
@@ -95,7 +96,7 @@ func (c *Client) attempt(o *outgoing) {
 		c.s.sent[k].sentTo(g, q)
 	}
 	p := &pending{keys: o.keys, queue: q, out: o, to: st.To}
-	born := now.UnixMilli()
+	born := c.s.w.Now().UnixMilli()
 	if o.batch {
 		c.request(g, &protocol.SendBatchRequest{Topic: simTopic, QueueID: q, BornTimestamp: born, Messages: o.msgs}, p)
 		return

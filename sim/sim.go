@@ -30,6 +30,9 @@ const (
 	FaultMemberLeave     Fault = "member-leave"     // a consumer closes (releases and unregisters)
 	FaultMemberCrash     Fault = "member-crash"     // a consumer dies silently
 	FaultMemberPartition Fault = "member-partition" // a consumer cannot reach the broker for a while
+	FaultMasterDown      Fault = "master-down"      // the master's process dies and stays down for 1-2 s
+	FaultNSPartition     Fault = "ns-partition"     // the master and one name server cannot reach each other, longer than the lease
+	FaultSlowBroker      Fault = "slow-broker"      // the master's answers are delayed 0.3-1 s for a while
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -41,6 +44,7 @@ type Scenario struct {
 	// per group) and, with slaves, the role.
 	Role      string
 	NoSlaves  bool // no group has slaves (the seed chooses the rest)
+	MinGroups int  // at least this many broker groups (the seed draws 1-3)
 	Members   int  // consumer group members (push consumers coordinated by the broker)
 	Clients   []ClientKind
 	Faults    []Fault
@@ -77,6 +81,15 @@ var Scenarios = []Scenario{
 	{Name: "async-master", Flush: actors.AsyncFlush, Role: actors.RoleAsyncMaster,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
 		Faults:  []Fault{FaultMasterKill, FaultSlaveCrash, FaultHAPartition}},
+	{Name: "ns-master-crash", Flush: actors.AsyncFlush, MinGroups: 2,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultMasterDown}},
+	{Name: "ns-partition", Flush: actors.AsyncFlush, MinGroups: 2,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultNSPartition}},
+	{Name: "slow-broker", Flush: actors.SyncFlush,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultSlowBroker, FaultMasterKill}},
 }
 
 // ScenarioByName finds a scenario.
@@ -200,6 +213,13 @@ type Sim struct {
 	groupConsumed  map[string]bool        // keys the group consumed
 	ownerSeen      map[memberQueue]string // checkOwners' scratch map
 	waits          []rebalanceWait
+
+	names      []*Node                 // the name servers
+	nsLinks    []*linkEnd              // brokers' links to name servers (the broker's ends)
+	cuts       map[nsCut]bool          // partitions between a broker node and a name server
+	cutAt      map[nsCut]time.Time     // when each began
+	registered map[nsCut]time.Time     // last answer holding the broker, per name server
+	byAddr     map[string]*brokerGroup // a master's address -> its group
 }
 
 // memberQueue is a queue of a broker group, as group members own it.
@@ -263,7 +283,8 @@ func newSim(opt Options) (*Sim, error) {
 	}
 	s := &Sim{w: w, sc: sc, cfg: cfg, net: DefaultNet(), sent: map[string]*sentMsg{},
 		groupCommitted: map[memberQueue]int64{}, groupConsumed: map[string]bool{},
-		ownerSeen: map[memberQueue]string{}}
+		ownerSeen: map[memberQueue]string{}, cuts: map[nsCut]bool{}, cutAt: map[nsCut]time.Time{},
+		registered: map[nsCut]time.Time{}, byAddr: map[string]*brokerGroup{}}
 	s.res = &Result{Seed: opt.Seed, Scenario: sc.Name, Config: cfg.String(), AckLatency: hdrhistogram.New(1, 60_000_000, 3),
 		ByMode: map[string]*hdrhistogram.Histogram{}, Rebalance: hdrhistogram.New(1, 600_000, 3)}
 	if opt.Bug != "" {
@@ -273,6 +294,9 @@ func newSim(opt Options) (*Sim, error) {
 		}
 		s.planted = bug.Faults()
 	}
+	for i, spec := range cfg.NameServers {
+		s.names = append(s.names, newNameServer(w, i, spec))
+	}
 	for gi, spec := range cfg.Groups {
 		g := &brokerGroup{idx: gi, spec: spec, consumedAt: map[int32]map[int64]string{}, lostFrom: map[int32]int64{}}
 		for id := range 1 + spec.Slaves {
@@ -280,11 +304,12 @@ func newSim(opt Options) (*Sim, error) {
 			scfg.Faults = s.planted.Storage
 			n := newNode(w, nodeName(spec.Name, id), acfg, scfg, spec.Disk[id])
 			n.g, n.drift, n.faults = g, spec.Drift[id], s.planted.Actors
+			n.dial = func(addr string, h actors.Handler) (actors.Conn, error) { return s.dialBroker(n, addr, h) }
 			if id == 0 {
 				g.master = n
+				s.byAddr[acfg.StoreHost.String()] = g
 				continue
 			}
-			n.dial = func(h actors.Handler) (actors.Conn, error) { return s.dial(n, h) }
 			g.slaves = append(g.slaves, n)
 		}
 		s.groups = append(s.groups, g)
@@ -298,6 +323,11 @@ func (s *Sim) start() error {
 	w, sc := s.w, s.sc
 	w.Tracef("scenario %s seed %d duration %v", sc.Name, s.res.Seed, sc.Duration)
 	w.Tracef("config %s", s.cfg)
+	for _, n := range s.names {
+		if err := n.startNameServer(); err != nil {
+			return err
+		}
+	}
 	for _, g := range s.groups {
 		for _, n := range g.slaves {
 			if err := n.start(); err != nil {
@@ -308,6 +338,7 @@ func (s *Sim) start() error {
 			return err
 		}
 	}
+	s.createTopic()
 	stopAt := Epoch.Add(sc.Duration)
 	for i, k := range sc.Clients {
 		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt, conns: make([]*Conn, len(s.groups))}

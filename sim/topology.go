@@ -38,6 +38,18 @@ type Config struct {
 	HAHousekeeping    time.Duration // haHousekeepingInterval: a silent link is closed
 	ConsumerHeartbeat time.Duration // group members heartbeat this often
 	Groups            []GroupSpec
+	// NameServers are the name servers (1-2); every broker registers with
+	// each, and producers read their routes from them.
+	NameServers     []NSSpec
+	BrokerHeartbeat time.Duration // a broker heartbeats each name server this often
+	Lease           time.Duration // the lease brokers ask for (heartbeatTimeoutMillis)
+	RouteRefresh    time.Duration // producers fetch their routes again this often
+}
+
+// NSSpec is one name server of a seed's topology.
+type NSSpec struct {
+	Name  string        // ns-1, ns-2
+	Drift time.Duration // its clock's offset from virtual time
 }
 
 // String is the one-line form the trace header and the failure report
@@ -65,6 +77,10 @@ func (c Config) String() string {
 			fmt.Fprintf(&b, "%+dms", d.Milliseconds())
 		}
 	}
+	fmt.Fprintf(&b, " | namesrv brokerHeartbeat=%v lease=%v routeRefresh=%v", c.BrokerHeartbeat, c.Lease, c.RouteRefresh)
+	for _, ns := range c.NameServers {
+		fmt.Fprintf(&b, " %s drift=%+dms", ns.Name, ns.Drift.Milliseconds())
+	}
 	return b.String()
 }
 
@@ -88,7 +104,28 @@ func chooseConfig(rng *rand.Rand, sc Scenario) Config {
 	for i := range 1 + rng.Intn(3) {
 		c.Groups = append(c.Groups, chooseGroup(rng, sc, i))
 	}
+	for i := len(c.Groups); i < sc.MinGroups; i++ {
+		c.Groups = append(c.Groups, chooseGroup(rng, sc, i))
+	}
+	chooseNameServers(rng, &c)
 	return c
+}
+
+// chooseNameServers draws the name servers and the registration and
+// route timing. The client's and broker's defaults (2 s refresh, 1 s
+// heartbeats, 5 s lease) outlast a seed's 1-2.5 s of load, so the seed
+// scales them down, keeping their proportions: a lease of 3-5 heartbeats,
+// a refresh of 2-10 heartbeats, so that a lease expires and a refresh
+// drops it within a run.
+func chooseNameServers(rng *rand.Rand, c *Config) {
+	pick := func(ds ...time.Duration) time.Duration { return ds[rng.Intn(len(ds))] }
+	c.BrokerHeartbeat = pick(50*time.Millisecond, 100*time.Millisecond)
+	c.Lease = c.BrokerHeartbeat * time.Duration(3+rng.Intn(3))
+	c.RouteRefresh = pick(200*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond)
+	for i := range 1 + rng.Intn(2) {
+		c.NameServers = append(c.NameServers, NSSpec{Name: fmt.Sprintf("ns-%d", i+1),
+			Drift: time.Duration(rng.Intn(201)-100) * time.Millisecond})
+	}
 }
 
 func chooseGroup(rng *rand.Rand, sc Scenario, i int) GroupSpec {
@@ -144,6 +181,11 @@ func nodeConfigs(c Config, gi, id int) (actors.Config, storage.Config) {
 	a.FlushIntervalConsumeQueue = 200 * time.Millisecond
 	a.FlushConsumerOffsetInterval = time.Second
 	a.CleanResourceInterval = 0
+	for i := range c.NameServers {
+		a.NamesrvAddr = append(a.NamesrvAddr, nsAddr(i).String())
+	}
+	a.BrokerHeartbeatInterval = c.BrokerHeartbeat
+	a.HeartbeatTimeout = c.Lease
 	s := storage.DefaultConfig("/data")
 	s.MappedFileSizeCommitLog = c.SegmentSize
 	s.MappedFileSizeConsumeQueue = 512
@@ -153,6 +195,11 @@ func nodeConfigs(c Config, gi, id int) (actors.Config, storage.Config) {
 	s.StoreHost = a.StoreHost
 	s.WarmMappedFileEnable = false
 	return a, s
+}
+
+// nsAddr is the address of name server i.
+func nsAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, 0, byte(1 + i)}), 9876)
 }
 
 // nodeName is how the trace names node id of group g.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/wharfmq/wharf/actors"
 )
@@ -25,6 +26,7 @@ func TestChooseConfig(t *testing.T) {
 					t.Errorf("seed %d: %s: %s", seed, c, why)
 				}
 				seen[fmt.Sprintf("%d groups", len(c.Groups))] = true
+				seen[fmt.Sprintf("%d name servers", len(c.NameServers))] = true
 				for _, g := range c.Groups {
 					seen[fmt.Sprintf("%d slaves", g.Slaves)] = true
 					seen[g.Role] = true
@@ -39,6 +41,10 @@ func TestChooseConfig(t *testing.T) {
 			default:
 				want = append(want, "0 slaves", actors.RoleSyncMaster, actors.RoleAsyncMaster)
 			}
+			if sc.MinGroups > 1 {
+				want = want[1:] // "1 groups"
+			}
+			want = append(want, "1 name servers", "2 name servers")
 			for _, w := range want {
 				if !seen[w] {
 					t.Errorf("300 seeds never drew %s", w)
@@ -54,8 +60,19 @@ func illegal(c Config, sc Scenario) []string {
 	if c.Flush != sc.Flush {
 		bad = append(bad, "flush differs from the scenario's")
 	}
-	if len(c.Groups) < 1 || len(c.Groups) > 3 {
-		bad = append(bad, "1-3 groups")
+	if len(c.Groups) < max(1, sc.MinGroups) || len(c.Groups) > 3 {
+		bad = append(bad, "1-3 groups, at least the scenario's")
+	}
+	if len(c.NameServers) < 1 || len(c.NameServers) > 2 {
+		bad = append(bad, "1-2 name servers")
+	}
+	for i, ns := range c.NameServers {
+		if ns.Name != fmt.Sprintf("ns-%d", i+1) || ns.Drift < -100*time.Millisecond || ns.Drift > 100*time.Millisecond {
+			bad = append(bad, "name server "+ns.Name)
+		}
+	}
+	if c.BrokerHeartbeat <= 0 || c.Lease < 3*c.BrokerHeartbeat || c.RouteRefresh <= 0 {
+		bad = append(bad, "a lease must outlast three broker heartbeats")
 	}
 	if c.SegmentSize < 128<<10 || c.HAHousekeeping < 3*c.HAHeartbeat || c.SyncFlushTimeout <= 0 || c.SlaveTimeout <= 0 {
 		bad = append(bad, "segment or interval out of range")
