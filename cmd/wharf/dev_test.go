@@ -3,9 +3,9 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
-	"strconv"
 	"testing"
 
 	"github.com/spf13/pflag"
