@@ -2,15 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/cmd/wharf/brokerconf"
+	"github.com/wharfmq/wharf/internal/testwait"
 )
 
 // brokerFlagSet parses args as `wharf broker`'s flags.
@@ -99,5 +109,155 @@ func TestDevLog(t *testing.T) {
 	}
 	if n := strings.Count(l.tail(), "\n") + 1; n != devTailLines {
 		t.Fatalf("tail keeps %d lines, want %d", n, devTailLines)
+	}
+}
+
+// devPorts returns a name-server port and a broker base port whose eight
+// ports (base + 0, 1, 10, 11, 20, 21, 30, 31) were free a moment ago.
+func devPorts(t *testing.T) (int, int) {
+	t.Helper()
+	ns := e2eFreePorts(t, 1)[0]
+	for attempt := range 50 {
+		base := 20000 + (os.Getpid()*7919+attempt*613)%40000
+		free := true
+		for _, off := range []int{0, 1, 10, 11, 20, 21, 30, 31} {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free && (ns < base || ns > base+31) {
+			return ns, base
+		}
+	}
+	t.Fatal("no free range of broker ports")
+	return 0, 0
+}
+
+// startDev runs `wharf dev` on free ports with small stores.
+func startDev(t *testing.T, extra ...string) (cmd *exec.Cmd, stdout, stderr *syncBuffer, done chan struct{}, nsAddr string, base int) {
+	t.Helper()
+	ns, base := devPorts(t)
+	args := append([]string{"dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns), "--brokerPort", strconv.Itoa(base),
+		"--broker-flag=--mappedFileSizeCommitLog=16777216", "--broker-flag=--maxHashSlotNum=50000", "--broker-flag=--maxIndexNum=200000"}, extra...)
+	cmd = exec.Command(e2eBinary(t), args...)
+	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan struct{})
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if !testwait.Chan(done, 30*time.Second) {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("wharf dev stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	})
+	return cmd, stdout, stderr, done, net.JoinHostPort("127.0.0.1", strconv.Itoa(ns)), base
+}
+
+var devStartedRE = regexp.MustCompile(`dev: started (\S+) \(.*, pid (\d+)\)`)
+
+// devPids are the daemons' pids by name, from `wharf dev`'s stderr.
+func devPids(stderr string) map[string]int {
+	pids := map[string]int{}
+	for _, m := range devStartedRE.FindAllStringSubmatch(stderr, -1) {
+		pids[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return pids
+}
+
+// TestE2EDev: `wharf dev` starts a name server and four brokers as its
+// children, says so once all are registered, reports a master killed with
+// kill -9 while the others keep serving, and on SIGTERM stops the rest
+// cleanly and exits 0.
+func TestE2EDev(t *testing.T) {
+	cmd, stdout, stderr, done, ns, base := startDev(t, "--brokerRole", "ASYNC_MASTER")
+	testwait.For(t, testwait.Wall, 30*time.Second, "wharf dev to say the cluster is up", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("wharf dev exited: %v", cmd.ProcessState)
+		default:
+		}
+		return strings.Contains(stdout.String(), "is up")
+	})
+	if out := stdout.String(); !strings.Contains(out, "--namesrv "+ns) || !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(base+30)) {
+		t.Fatalf("connection help:\n%s", out)
+	}
+	pids := devPids(stderr.String())
+	if len(pids) != 5 || pids["broker-a-0"] == 0 {
+		t.Fatalf("daemons %v", pids)
+	}
+	admin, err := client.NewAdmin("", client.WithNameServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	alive := func() (n int) {
+		ci, _ := admin.ClusterInfo(context.Background())
+		for _, b := range ci.Brokers {
+			if b.Alive {
+				n++
+			}
+		}
+		return n
+	}
+	if n := alive(); n != 4 {
+		t.Fatalf("%d brokers alive, want 4", n)
+	}
+
+	if err := syscall.Kill(pids["broker-a-0"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	report := fmt.Sprintf("dev: broker-a-0 (master of broker-a, 127.0.0.1:%d, pid %d) exited: signal: killed", base, pids["broker-a-0"])
+	testwait.For(t, testwait.Wall, 10*time.Second, "the death reported, and the name server to drop it", func() bool {
+		return strings.Contains(stderr.String(), report) && alive() == 3
+	})
+	select {
+	case <-done:
+		t.Fatal("wharf dev exited when one of its brokers died")
+	default:
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !testwait.Chan(done, 30*time.Second) {
+		t.Fatal("wharf dev did not exit within 30 s of SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	if n := strings.Count(stderr.String(), `msg="broker stopped cleanly"`); n != 3 || !strings.Contains(stderr.String(), "name server stopped cleanly") {
+		t.Fatalf("%d brokers stopped cleanly, want 3, and the name server", n)
+	}
+}
+
+// TestE2EDevStartFails: a daemon that cannot start (its port is taken)
+// fails `wharf dev` at once, naming it with its last log lines, and the
+// others are stopped.
+func TestE2EDevStartFails(t *testing.T) {
+	ns, base := devPorts(t)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+30)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, errOut, code := e2eRun(t, 60*time.Second, "dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns),
+		"--brokerPort", strconv.Itoa(base), "--broker-flag=--mappedFileSizeCommitLog=16777216")
+	if code != 1 || !strings.Contains(errOut, "broker-b-1 (slave of broker-b) exited while starting") ||
+		!strings.Contains(errOut, "address already in use") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	for name, pid := range devPids(errOut) {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("%s (pid %d) still runs", name, pid)
+		}
 	}
 }
