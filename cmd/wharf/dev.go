@@ -165,6 +165,9 @@ func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writ
 		}
 	}
 	r.say("dev: stopping (%v)", context.Cause(ctx))
+	// A second Ctrl-C ends this process at once; the daemons then get
+	// SIGTERM from the kernel (Pdeathsig).
+	stopSignals()
 	r.stopAll()
 	return nil
 }
