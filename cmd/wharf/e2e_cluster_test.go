@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os/exec"
@@ -245,38 +247,46 @@ func startClusterConsumer(t *testing.T, ctx context.Context, ns, topic, group st
 	return c, d
 }
 
-// TestE2EClusterFailover: two name servers, two broker groups (a
-// SYNC_MASTER and its slave each), all real processes. Two producers on
-// name-server routes send at a steady rate (3 senders of 200 messages/s
-// each), one with the client's default retries and one without; a push consumer on name-server routes reads.
-// kill -9 of broker-a's master: the producers move to broker-b (failed
-// sends counted, the failover time and p99 latency logged), and the
-// consumer reads broker-a's acknowledged messages from its slave. The
-// master restarts: sends reach it again, and the consumer owns every queue
-// of both groups. One name server stops: no send fails. At the end every
-// acknowledged message has been consumed.
-func TestE2EClusterFailover(t *testing.T) {
-	const topic = "failover"
-	ns1, ns2 := startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000"), startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
-	nsList := ns1.addr + ";" + ns2.addr
-	ports := e2eFreePorts(t, 8)
-	var masters, slaves [2]*e2eBroker
+// failoverRounds: how many masters TestE2EClusterFailover kills and
+// restarts, broker-a's and broker-b's in turn (1 in `make test`; 10 for the
+// figure in docs/BENCHMARKS.md).
+var failoverRounds = flag.Int("failover.rounds", 1, "TestE2EClusterFailover: kill -9 and restart rounds")
+
+// clusterRig is the cluster of TestE2EClusterFailover and its clients.
+type clusterRig struct {
+	t                *testing.T
+	ctx              context.Context
+	topic, nsList    string
+	ns               [2]*e2eNamesrv
+	ports            []int // per group: master, master HA, slave, slave HA
+	masters, slaves  [2]*e2eBroker
+	admin            *client.Admin
+	retrying, single *clusterLoad
+	live, lateD      *e2eDeliveries
+	late             *client.PushConsumer // the consumer group started after the first kill
+	start            time.Time
+}
+
+// masterPort is the client port of group g's master.
+func (c *clusterRig) masterPort(g int) string { return strconv.Itoa(c.ports[4*g]) }
+
+func startClusterRig(t *testing.T, topic string) *clusterRig {
+	c := &clusterRig{t: t, ctx: e2eCtx(t, 10*time.Minute), topic: topic, ports: e2eFreePorts(t, 8)}
+	c.ns[0], c.ns[1] = startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000"), startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
+	c.nsList = c.ns[0].addr + ";" + c.ns[1].addr
 	for g, name := range []string{"broker-a", "broker-b"} {
-		mp, mha, sp, sha := ports[4*g], ports[4*g+1], ports[4*g+2], ports[4*g+3]
-		masters[g] = startClusterBroker(t, t.TempDir(), mp, mha, nsList, "--brokerName", name, "--brokerRole", "SYNC_MASTER")
-		slaves[g] = startClusterBroker(t, t.TempDir(), sp, sha, nsList, "--brokerName", name, "--brokerRole", "SLAVE",
+		mp, mha, sp, sha := c.ports[4*g], c.ports[4*g+1], c.ports[4*g+2], c.ports[4*g+3]
+		c.masters[g] = startClusterBroker(t, t.TempDir(), mp, mha, c.nsList, "--brokerName", name, "--brokerRole", "SYNC_MASTER")
+		c.slaves[g] = startClusterBroker(t, t.TempDir(), sp, sha, c.nsList, "--brokerName", name, "--brokerRole", "SLAVE",
 			"--brokerId", "1", "--haMasterAddress", "127.0.0.1:"+strconv.Itoa(mha))
 	}
-	deadPort := strconv.Itoa(ports[0])
-
-	admin, err := client.NewAdmin("", client.WithNameServer(nsList), client.WithTimeout(2*time.Second))
-	if err != nil {
+	var err error
+	if c.admin, err = client.NewAdmin("", client.WithNameServer(c.nsList), client.WithTimeout(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	ctx := e2eCtx(t, 60*time.Second)
+	t.Cleanup(func() { c.admin.Close() })
 	testwait.For(t, testwait.Wall, 10*time.Second, "every broker registered", func() bool {
-		ci, err := admin.ClusterInfo(ctx)
+		ci, err := c.admin.ClusterInfo(c.ctx)
 		alive := 0
 		for _, b := range ci.Brokers {
 			if b.Alive {
@@ -285,114 +295,213 @@ func TestE2EClusterFailover(t *testing.T) {
 		}
 		return err == nil && alive == 4
 	})
-	if created, err := admin.CreateTopicInCluster(ctx, "DefaultCluster", topic, 4); err != nil || len(created) != 2 {
+	if created, err := c.admin.CreateTopicInCluster(c.ctx, "DefaultCluster", topic, 4); err != nil || len(created) != 2 {
 		t.Fatalf("create topic in the cluster: %v %v", created, err)
 	}
-	writableIn := func(want int) func() bool {
-		return func() bool {
-			rd, err := admin.TopicRoute(ctx, topic)
-			n := 0
-			for _, q := range rd.QueueDatas {
-				if q.WriteQueueNums == 4 {
-					n++
-				}
+	testwait.For(t, testwait.Wall, 10*time.Second, "the topic writable in both groups", c.writableIn(2))
+	return c
+}
+
+// writableIn: the route has want groups with 4 writable queues.
+func (c *clusterRig) writableIn(want int) func() bool {
+	return func() bool {
+		rd, err := c.admin.TopicRoute(c.ctx, c.topic)
+		n := 0
+		for _, q := range rd.QueueDatas {
+			if q.WriteQueueNums == 4 {
+				n++
 			}
-			return err == nil && n == want
+		}
+		return err == nil && n == want
+	}
+}
+
+// bothGroupsAck waits until n sends begun at or after from went to each
+// group, counted on the retrying producer.
+func (c *clusterRig) bothGroupsAck(from time.Time, n int, what string) {
+	c.t.Helper()
+	testwait.For(c.t, testwait.Wall, 10*time.Second, what, func() bool {
+		acked, toA, _ := count(c.retrying.since(from), c.masterPort(0))
+		return toA >= n && acked-toA >= n
+	})
+}
+
+// ackedOn lists the keys both producers have had acknowledged since the
+// start, and those stored by group g's master apart.
+func (c *clusterRig) ackedOn(g int) (all, onG []string) {
+	return ackedKeys(append(c.retrying.since(c.start), c.single.since(c.start)...), c.masterPort(g))
+}
+
+// roundFigures are one kill's measurements.
+type roundFigures struct {
+	routes                 time.Duration // until the name server took the group out of the writable routes
+	failedR, failedS       int           // failed sends with and without retries
+	lastR, lastS           time.Duration // kill to the end of the last failed send
+	p99R, p99S             time.Duration
+	windowR, windowS, dead int // sends in the window; messages the victim had acknowledged
+}
+
+// round kills group g's master under load and measures the failover; the
+// dead master's acknowledged messages are read from its slave, by the live
+// consumer and by a new consumer group (in the first round); then the
+// master restarts on its ports and takes sends again, none failing.
+func (c *clusterRig) round(g int, first bool) roundFigures {
+	t := c.t
+	t.Helper()
+	var f roundFigures
+	killed := time.Now()
+	c.masters[g].kill()
+	testwait.For(t, testwait.Wall, 5*time.Second, "the dead group out of the writable routes", c.writableIn(1))
+	f.routes = time.Since(killed)
+	testwait.For(t, testwait.Wall, 5*time.Second, "100 sends of each producer acknowledged after the kill", func() bool {
+		a, _, _ := count(c.retrying.since(killed), c.masterPort(g))
+		b, _, _ := count(c.single.since(killed), c.masterPort(g))
+		return a >= 100 && b >= 100
+	})
+	_, deadKeys := c.ackedOn(g)
+	f.dead = len(deadKeys)
+	readers := map[string]*e2eDeliveries{"live": c.live}
+	if first {
+		c.late, c.lateD = startClusterConsumer(t, c.ctx, c.nsList, c.topic, "late-readers")
+	}
+	if c.late != nil {
+		readers["late"] = c.lateD
+	}
+	for name, d := range readers {
+		testwait.For(t, testwait.Wall, 10*time.Second, fmt.Sprintf("the %s consumer to read the %d messages the dead master acknowledged", name, len(deadKeys)),
+			func() bool { return d.has(deadKeys) })
+	}
+	f.lastR, f.failedR, f.p99R, f.windowR = failover(c.retrying, killed)
+	f.lastS, f.failedS, f.p99S, f.windowS = failover(c.single, killed)
+	// The bound the client promises: a broker that failed is skipped for
+	// WithRouteRefresh (2 s) + 1 s, and a refresh drops it.
+	if f.lastR > 3*time.Second || f.lastS > 3*time.Second {
+		t.Errorf("sends failed until %v (retrying) and %v (single) after the kill, beyond the 3 s bound", f.lastR, f.lastS)
+	}
+
+	m := c.masters[g]
+	c.masters[g] = startClusterBroker(t, m.dir, c.ports[4*g], c.ports[4*g+1], c.nsList, m.flags...)
+	restarted := time.Now()
+	c.bothGroupsAck(restarted, 20, "sends acknowledged by both groups after the restart")
+	for _, l := range []*clusterLoad{c.retrying, c.single} {
+		if _, _, failed := count(l.since(restarted), ""); failed > 0 {
+			t.Errorf("producer %s: %d sends failed after the master restarted", l.name, failed)
 		}
 	}
-	testwait.For(t, testwait.Wall, 10*time.Second, "the topic writable in both groups", writableIn(2))
+	return f
+}
 
-	consumer, deliveries := startClusterConsumer(t, ctx, nsList, topic, "live-readers")
-	retrying := startClusterLoad(t, "retrying", nsList, topic, 3, 5*time.Millisecond)
-	single := startClusterLoad(t, "single", nsList, topic, 3, 5*time.Millisecond, client.WithRetries(0))
-	start := time.Now()
+// TestE2EClusterFailover: two name servers, two broker groups (a
+// SYNC_MASTER and its slave each), all real processes. Two producers on
+// name-server routes send at a steady rate (3 senders of 200 messages/s
+// each), one with the client's default retries and one without; a push
+// consumer on name-server routes reads. In each round (-failover.rounds,
+// default 1) kill -9 of a master: the producers move to the other group
+// (failed sends counted, the failover time and p99 latency logged), and
+// the consumers read the dead master's acknowledged messages from its
+// slave; the master restarts and sends reach it again. Then one name
+// server stops: no send fails. At the end every acknowledged message has
+// been consumed by both consumer groups, each owning every queue.
+func TestE2EClusterFailover(t *testing.T) {
+	c := startClusterRig(t, "failover")
+	var consumer *client.PushConsumer
+	consumer, c.live = startClusterConsumer(t, c.ctx, c.nsList, c.topic, "live-readers")
+	c.retrying = startClusterLoad(t, "retrying", c.nsList, c.topic, 3, 5*time.Millisecond)
+	c.single = startClusterLoad(t, "single", c.nsList, c.topic, 3, 5*time.Millisecond, client.WithRetries(0))
+	c.start = time.Now()
 	// The slaves have the topic (a slave takes its master's topics every
 	// few seconds), and each group has acknowledged some sends.
-	haWaitTopic(t, slaves[0].addr, topic, 10*time.Second)
-	haWaitTopic(t, slaves[1].addr, topic, 10*time.Second)
-	testwait.For(t, testwait.Wall, 10*time.Second, "sends acknowledged by both groups", func() bool {
-		acked, toA, _ := count(retrying.since(start), deadPort)
-		return toA >= 50 && acked-toA >= 50
-	})
-	if _, _, failed := count(retrying.since(start), deadPort); failed > 0 {
+	haWaitTopic(t, c.slaves[0].addr, c.topic, 10*time.Second)
+	haWaitTopic(t, c.slaves[1].addr, c.topic, 10*time.Second)
+	c.bothGroupsAck(c.start, 50, "sends acknowledged by both groups")
+	if _, _, failed := count(c.retrying.since(c.start), ""); failed > 0 {
 		t.Fatalf("%d sends failed before any fault", failed)
 	}
 
-	killed := time.Now()
-	masters[0].kill()
-	testwait.For(t, testwait.Wall, 5*time.Second, "broker-a out of the writable routes", writableIn(1))
-	t.Logf("broker-a out of the name server's writable routes %v after kill -9", time.Since(killed).Round(time.Millisecond))
-	testwait.For(t, testwait.Wall, 5*time.Second, "100 sends of each producer acknowledged after the kill", func() bool {
-		a, _, _ := count(retrying.since(killed), deadPort)
-		b, _, _ := count(single.since(killed), deadPort)
-		return a >= 100 && b >= 100
-	})
-	// Everything acknowledged by broker-a before its death is on its slave:
-	// the live consumer has it, and a consumer group that starts now reads
-	// it from there (the master is gone).
-	_, deadKeys := ackedKeys(append(retrying.since(start), single.since(start)...), deadPort)
-	late, lateDeliveries := startClusterConsumer(t, ctx, nsList, topic, "late-readers")
-	for name, d := range map[string]*e2eDeliveries{"live": deliveries, "late": lateDeliveries} {
-		testwait.For(t, testwait.Wall, 10*time.Second, fmt.Sprintf("the %s consumer to read the %d messages broker-a acknowledged", name, len(deadKeys)),
-			func() bool { return d.has(deadKeys) })
+	var rounds []roundFigures
+	for r := range max(*failoverRounds, 1) {
+		f := c.round(r%2, r == 0)
+		rounds = append(rounds, f)
+		t.Logf("round %d, kill -9 of broker-%c's master: out of the writable routes after %v; failed sends %d with retries, %d without "+
+			"(the last ended %v after the kill); p99 send latency %v (%d sends) with retries, %v (%d sends) without, "+
+			"from the kill to max(last failure, 1 s); %d messages it had acknowledged read from its slave",
+			r, 'a'+r%2, f.routes.Round(time.Millisecond), f.failedR, f.failedS, max(f.lastR, f.lastS).Round(time.Millisecond),
+			f.p99R.Round(time.Millisecond), f.windowR, f.p99S.Round(time.Millisecond), f.windowS, f.dead)
+		c.bothGroupsAck(time.Now(), 50, "sends acknowledged by both groups before the next round")
 	}
-	for _, l := range []*clusterLoad{retrying, single} {
-		last, failed, lat, n := failover(l, killed)
-		t.Logf("failover of producer %s: %d failed sends, the last ended %v after kill -9; p99 send latency %v over the %d sends from the kill to max(that, 1 s)",
-			l.name, failed, last.Round(time.Millisecond), lat.Round(time.Millisecond), n)
-		// The bound the client promises: a broker that failed is skipped
-		// for WithRouteRefresh (2 s) + 1 s, and a refresh drops it.
-		if last > 3*time.Second {
-			t.Errorf("producer %s: sends failed until %v after the kill, beyond the 3 s bound", l.name, last)
-		}
-	}
+	logFailoverSummary(t, rounds)
 
-	masters[0] = startClusterBroker(t, masters[0].dir, ports[0], ports[1], nsList, masters[0].flags...)
-	restarted := time.Now()
-	testwait.For(t, testwait.Wall, 10*time.Second, "sends acknowledged by the restarted broker-a", func() bool {
-		_, toA, _ := count(retrying.since(restarted), deadPort)
-		return toA >= 20
-	})
-
-	ns1.cmd.Process.Signal(syscall.SIGTERM)
-	if !testwait.Chan(ns1.done, 10*time.Second) {
+	c.ns[0].cmd.Process.Signal(syscall.SIGTERM)
+	if !testwait.Chan(c.ns[0].done, 10*time.Second) {
 		t.Fatal("name server 1 did not stop")
 	}
 	nsStopped := time.Now()
-	testwait.For(t, testwait.Wall, 10*time.Second, "sends acknowledged by both groups after a name server stopped", func() bool {
-		acked, toA, _ := count(retrying.since(nsStopped), deadPort)
-		return toA >= 50 && acked-toA >= 50
-	})
-	for _, l := range []*clusterLoad{retrying, single} {
-		if _, _, failed := count(l.since(nsStopped), deadPort); failed > 0 {
+	c.bothGroupsAck(nsStopped, 50, "sends acknowledged by both groups after a name server stopped")
+	for _, l := range []*clusterLoad{c.retrying, c.single} {
+		if _, _, failed := count(l.since(nsStopped), ""); failed > 0 {
 			t.Errorf("producer %s: %d sends failed after a name server stopped", l.name, failed)
 		}
 		l.end(t)
 	}
-	for _, l := range []*clusterLoad{retrying, single} {
-		if _, _, failed := count(l.since(restarted), deadPort); failed > 0 {
-			t.Errorf("producer %s: %d sends failed after broker-a restarted", l.name, failed)
-		}
-	}
 
-	all, _ := ackedKeys(append(retrying.since(start), single.since(start)...), deadPort)
-	for name, d := range map[string]*e2eDeliveries{"live": deliveries, "late": lateDeliveries} {
-		testwait.For(t, testwait.Wall, 10*time.Second, fmt.Sprintf("the %s consumer to read all %d acknowledged messages", name, len(all)),
-			func() bool { return d.has(all) })
-	}
-	for _, c := range []*client.PushConsumer{consumer, late} {
-		testwait.For(t, testwait.Wall, 10*time.Second, "consumer "+c.Group()+" owning the 4 queues of each group", func() bool {
-			groups := c.BrokerGroups()
+	all, _ := c.ackedOn(0)
+	c.checkConverged(consumer, all)
+	_, _, failedR := count(c.retrying.since(c.start), "")
+	_, _, failedS := count(c.single.since(c.start), "")
+	t.Logf("%d acknowledged messages all consumed by both consumer groups (%d and %d duplicates); failed sends: %d with retries, %d without; took %v",
+		len(all), len(c.live.dups()), len(c.lateD.dups()), failedR, failedS, time.Since(c.start).Round(time.Millisecond))
+}
+
+// checkConverged: every acknowledged message consumed, by the live consumer
+// and by the late one, and each consumer owning the 4 queues of each group.
+func (c *clusterRig) checkConverged(live *client.PushConsumer, all []string) {
+	t := c.t
+	t.Helper()
+	for _, x := range []struct {
+		c *client.PushConsumer
+		d *e2eDeliveries
+	}{{live, c.live}, {c.late, c.lateD}} {
+		testwait.For(t, testwait.Wall, 10*time.Second, fmt.Sprintf("consumer %s to read all %d acknowledged messages", x.c.Group(), len(all)),
+			func() bool { return x.d.has(all) })
+		testwait.For(t, testwait.Wall, 10*time.Second, "consumer "+x.c.Group()+" owning the 4 queues of each group", func() bool {
+			groups := x.c.BrokerGroups()
 			for _, name := range []string{"broker-a", "broker-b"} {
-				if groups[name] == nil || len(e2eTopicQueues(groups[name].Assignment(), topic)) != 4 {
+				if groups[name] == nil || len(e2eTopicQueues(groups[name].Assignment(), c.topic)) != 4 {
 					return false
 				}
 			}
 			return true
 		})
 	}
-	_, _, failedR := count(retrying.since(start), deadPort)
-	_, _, failedS := count(single.since(start), deadPort)
-	t.Logf("%d acknowledged messages all consumed by both groups (%d and %d duplicates); failed sends: %d with retries, %d without; took %v",
-		len(all), len(deliveries.dups()), len(lateDeliveries.dups()), failedR, failedS, time.Since(start).Round(time.Millisecond))
+}
+
+// medMax returns the median (the upper one of an even count) and the
+// maximum of xs.
+func medMax[T cmp.Ordered](xs []T) (T, T) {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs[len(xs)/2], xs[len(xs)-1]
+}
+
+// logFailoverSummary logs the median and the maximum of each figure over
+// the rounds.
+func logFailoverSummary(t *testing.T, rounds []roundFigures) {
+	var routes, last, p99R, p99S []time.Duration
+	var failedR, failedS []int
+	for _, r := range rounds {
+		routes, last = append(routes, r.routes), append(last, max(r.lastR, r.lastS))
+		p99R, p99S = append(p99R, r.p99R), append(p99S, r.p99S)
+		failedR, failedS = append(failedR, r.failedR), append(failedS, r.failedS)
+	}
+	d := func(xs []time.Duration) string {
+		m, x := medMax(xs)
+		return fmt.Sprintf("median %v max %v", m.Round(time.Millisecond), x.Round(time.Millisecond))
+	}
+	n := func(xs []int) string {
+		m, x := medMax(xs)
+		return fmt.Sprintf("median %d max %d", m, x)
+	}
+	t.Logf("failover over %d rounds: out of the writable routes %s; failed sends with retries %s, without %s; "+
+		"last failed send after the kill %s; p99 send latency with retries %s, without %s",
+		len(rounds), d(routes), n(failedR), n(failedS), d(last), d(p99R), d(p99S))
 }
