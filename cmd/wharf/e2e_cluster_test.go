@@ -157,8 +157,8 @@ func (l *clusterLoad) since(from time.Time) []clusterSend {
 	return out
 }
 
-// count counts the acknowledged sends among sends, in all and to port.
-func count(sends []clusterSend, port string) (acked, toPort, failed int) {
+// clusterCount counts the acknowledged sends among sends, in all and to port.
+func clusterCount(sends []clusterSend, port string) (acked, toPort, failed int) {
 	for _, s := range sends {
 		switch {
 		case s.err != nil:
@@ -173,9 +173,9 @@ func count(sends []clusterSend, port string) (acked, toPort, failed int) {
 	return
 }
 
-// failures describes the failed sends among sends: each distinct error,
+// clusterFailures describes the failed sends among sends: each distinct error,
 // with how many and when the first began.
-func failures(sends []clusterSend) string {
+func clusterFailures(sends []clusterSend) string {
 	type seen struct {
 		n     int
 		first time.Time
@@ -200,9 +200,9 @@ func failures(sends []clusterSend) string {
 	return b.String()
 }
 
-// ackedKeys lists the acknowledged keys of sends, those stored on port
+// clusterAckedKeys lists the acknowledged keys of sends, those stored on port
 // apart.
-func ackedKeys(sends []clusterSend, port string) (all, onPort []string) {
+func clusterAckedKeys(sends []clusterSend, port string) (all, onPort []string) {
 	for _, s := range sends {
 		if s.err == nil {
 			all = append(all, s.key)
@@ -214,8 +214,8 @@ func ackedKeys(sends []clusterSend, port string) (all, onPort []string) {
 	return
 }
 
-// p99 is the 99th percentile of the sends' latencies.
-func p99(sends []clusterSend) time.Duration {
+// clusterP99 is the 99th percentile of the sends' latencies.
+func clusterP99(sends []clusterSend) time.Duration {
 	if len(sends) == 0 {
 		return 0
 	}
@@ -227,11 +227,11 @@ func p99(sends []clusterSend) time.Duration {
 	return d[(len(d)*99)/100]
 }
 
-// failover measures a load after a kill: the time from the kill to the end
+// clusterFailover measures a load after a kill: the time from the kill to the end
 // of the last failed send, the failed sends, and the p99 latency of the
 // sends in that window, and at least in the second after the kill (a send
 // in flight at the kill included).
-func failover(l *clusterLoad, kill time.Time) (last time.Duration, failed int, lat time.Duration, window int) {
+func clusterFailover(l *clusterLoad, kill time.Time) (last time.Duration, failed int, lat time.Duration, window int) {
 	var after []clusterSend
 	for _, s := range l.since(kill.Add(-5 * time.Second)) {
 		if s.at.Add(s.took).After(kill) {
@@ -251,7 +251,7 @@ func failover(l *clusterLoad, kill time.Time) (last time.Duration, failed int, l
 			in = append(in, s)
 		}
 	}
-	return last, failed, p99(in), len(in)
+	return last, failed, clusterP99(in), len(in)
 }
 
 // startClusterConsumer starts a push consumer of group on name-server
@@ -350,7 +350,7 @@ func (c *clusterRig) writableIn(want int) func() bool {
 func (c *clusterRig) bothGroupsAck(from time.Time, n int, what string) {
 	c.t.Helper()
 	testwait.For(c.t, testwait.Wall, 10*time.Second, what, func() bool {
-		acked, toA, _ := count(c.retrying.since(from), c.masterPort(0))
+		acked, toA, _ := clusterCount(c.retrying.since(from), c.masterPort(0))
 		return toA >= n && acked-toA >= n
 	})
 }
@@ -358,7 +358,7 @@ func (c *clusterRig) bothGroupsAck(from time.Time, n int, what string) {
 // ackedOn lists the keys both producers have had acknowledged since the
 // start, and those stored by group g's master apart.
 func (c *clusterRig) ackedOn(g int) (all, onG []string) {
-	return ackedKeys(append(c.retrying.since(c.start), c.single.since(c.start)...), c.masterPort(g))
+	return clusterAckedKeys(append(c.retrying.since(c.start), c.single.since(c.start)...), c.masterPort(g))
 }
 
 // roundFigures are one kill's measurements.
@@ -375,7 +375,8 @@ type roundFigures struct {
 // round kills group g's master under load and measures the failover; the
 // dead master's acknowledged messages are read from its slave, by the live
 // consumer and by a new consumer group (in the first round); then the
-// master restarts on its ports and takes sends again, none failing.
+// master restarts on its ports and takes sends again, none failing once
+// its slave is back.
 func (c *clusterRig) round(g int, first bool) roundFigures {
 	t := c.t
 	t.Helper()
@@ -385,8 +386,8 @@ func (c *clusterRig) round(g int, first bool) roundFigures {
 	testwait.For(t, testwait.Wall, 5*time.Second, "the dead group out of the writable routes", c.writableIn(1))
 	f.routes = time.Since(killed)
 	testwait.For(t, testwait.Wall, 5*time.Second, "100 sends of each producer acknowledged after the kill", func() bool {
-		a, _, _ := count(c.retrying.since(killed), c.masterPort(g))
-		b, _, _ := count(c.single.since(killed), c.masterPort(g))
+		a, _, _ := clusterCount(c.retrying.since(killed), c.masterPort(g))
+		b, _, _ := clusterCount(c.single.since(killed), c.masterPort(g))
 		return a >= 100 && b >= 100
 	})
 	_, deadKeys := c.ackedOn(g)
@@ -408,8 +409,8 @@ func (c *clusterRig) round(g int, first bool) roundFigures {
 		later := killed.Add(time.Second)
 		return len(c.retrying.since(later)) > 0 && len(c.single.since(later)) > 0
 	})
-	f.lastR, f.failedR, f.p99R, f.windowR = failover(c.retrying, killed)
-	f.lastS, f.failedS, f.p99S, f.windowS = failover(c.single, killed)
+	f.lastR, f.failedR, f.p99R, f.windowR = clusterFailover(c.retrying, killed)
+	f.lastS, f.failedS, f.p99S, f.windowS = clusterFailover(c.single, killed)
 	// The bound the client promises: a broker that failed is skipped for
 	// WithRouteRefresh (2 s) + 1 s, and a refresh drops it.
 	if f.lastR > 3*time.Second || f.lastS > 3*time.Second {
@@ -454,7 +455,8 @@ func (c *clusterRig) round(g int, first bool) roundFigures {
 // default 1) kill -9 of a master: the producers move to the other group
 // (failed sends counted, the failover time and p99 latency logged), and
 // the consumers read the dead master's acknowledged messages from its
-// slave; the master restarts and sends reach it again. Then one name
+// slave; the master restarts and sends reach it again (until its slave is
+// back, only SLAVE_NOT_AVAILABLE answers are allowed). Then one name
 // server stops: no send fails. At the end every acknowledged message has
 // been consumed by both consumer groups, each owning every queue.
 func TestE2EClusterFailover(t *testing.T) {
@@ -469,8 +471,8 @@ func TestE2EClusterFailover(t *testing.T) {
 	haWaitTopic(t, c.slaves[0].addr, c.topic, 10*time.Second)
 	haWaitTopic(t, c.slaves[1].addr, c.topic, 10*time.Second)
 	c.bothGroupsAck(c.start, 50, "sends acknowledged by both groups")
-	if _, _, failed := count(c.retrying.since(c.start), ""); failed > 0 {
-		t.Fatalf("%d sends failed before any fault:%s", failed, failures(c.retrying.since(c.start)))
+	if _, _, failed := clusterCount(c.retrying.since(c.start), ""); failed > 0 {
+		t.Fatalf("%d sends failed before any fault:%s", failed, clusterFailures(c.retrying.since(c.start)))
 	}
 
 	var rounds []roundFigures
@@ -495,16 +497,16 @@ func TestE2EClusterFailover(t *testing.T) {
 	nsStopped := time.Now()
 	c.bothGroupsAck(nsStopped, 50, "sends acknowledged by both groups after a name server stopped")
 	for _, l := range []*clusterLoad{c.retrying, c.single} {
-		if _, _, failed := count(l.since(nsStopped), ""); failed > 0 {
-			t.Errorf("producer %s: %d sends failed after a name server stopped:%s", l.name, failed, failures(l.since(nsStopped)))
+		if _, _, failed := clusterCount(l.since(nsStopped), ""); failed > 0 {
+			t.Errorf("producer %s: %d sends failed after a name server stopped:%s", l.name, failed, clusterFailures(l.since(nsStopped)))
 		}
 		l.end(t)
 	}
 
 	all, _ := c.ackedOn(0)
 	c.checkConverged(consumer, all)
-	_, _, failedR := count(c.retrying.since(c.start), "")
-	_, _, failedS := count(c.single.since(c.start), "")
+	_, _, failedR := clusterCount(c.retrying.since(c.start), "")
+	_, _, failedS := clusterCount(c.single.since(c.start), "")
 	t.Logf("%d acknowledged messages all consumed by both consumer groups (%d and %d duplicates); failed sends: %d with retries, %d without; took %v",
 		len(all), len(c.live.dups()), len(c.lateD.dups()), failedR, failedS, time.Since(c.start).Round(time.Millisecond))
 }
@@ -532,9 +534,9 @@ func (c *clusterRig) checkConverged(live *client.PushConsumer, all []string) {
 	}
 }
 
-// medMax returns the median (the upper one of an even count) and the
+// clusterMedMax returns the median (the upper one of an even count) and the
 // maximum of xs.
-func medMax[T cmp.Ordered](xs []T) (T, T) {
+func clusterMedMax[T cmp.Ordered](xs []T) (T, T) {
 	xs = slices.Clone(xs)
 	slices.Sort(xs)
 	return xs[len(xs)/2], xs[len(xs)-1]
@@ -553,11 +555,11 @@ func logFailoverSummary(t *testing.T, rounds []roundFigures) {
 		failedR, failedS = append(failedR, r.failedR), append(failedS, r.failedS)
 	}
 	d := func(xs []time.Duration) string {
-		m, x := medMax(xs)
+		m, x := clusterMedMax(xs)
 		return fmt.Sprintf("median %v max %v", m.Round(time.Millisecond), x.Round(time.Millisecond))
 	}
 	n := func(xs []int) string {
-		m, x := medMax(xs)
+		m, x := clusterMedMax(xs)
 		return fmt.Sprintf("median %d max %d", m, x)
 	}
 	t.Logf("failover over %d rounds: out of the writable routes %s; failed sends with retries %s, without %s; "+
