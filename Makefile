@@ -15,9 +15,11 @@ build:
 test: vet build
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
+# A development cluster on loopback: a name server on 9876 and two broker
+# groups (master + slave each, the first master on 10911), data in ./data;
+# Ctrl-C stops it.
 run: build
-	mkdir -p data
-	./$(BIN) broker --storePathRootDir ./data --listenPort 10911
+	./$(BIN) dev --data ./data
 
 # Benchmarks; figures and the commands that produced them are in docs/BENCHMARKS.md.
 bench:

@@ -13,6 +13,7 @@ func newRootCmd() *cobra.Command {
 	addClientCommands(root)
 	addNamesrvCommand(root)
 	addClusterCommands(root)
+	addDevCommand(root)
 	addSimCommand(root)
 	addBenchCommand(root)
 	return root

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wharfmq/wharf/client"
+)
+
+// devConfig is `wharf dev`'s configuration.
+type devConfig struct {
+	Data         string        // one sub-directory per broker
+	MasterRole   string        // SYNC_MASTER or ASYNC_MASTER
+	NamesrvPort  int           // the name server's port
+	BrokerPort   int           // the first master's port; the others are +10, +20, +30
+	LogLevel     string        // every daemon's --log-level
+	BrokerArgs   []string      // extra flags for every broker
+	StartTimeout time.Duration // every broker registered within it, or fail
+	StopTimeout  time.Duration // after SIGTERM, then SIGKILL
+}
+
+func defaultDevConfig() devConfig {
+	return devConfig{Data: "./data", MasterRole: "SYNC_MASTER", NamesrvPort: 9876, BrokerPort: 10911,
+		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second}
+}
+
+// devDaemon is one child process of `wharf dev`.
+type devDaemon struct {
+	name string // "namesrv", "broker-a-0" (brokerName-brokerId)
+	what string // "name server", "master of broker-a"
+	addr string // where it listens for clients
+	dir  string // its store ("" for the name server)
+	args []string
+}
+
+const devCluster = "DefaultCluster"
+
+// devPlan lists the daemons of a dev cluster: the name server, then for
+// each group its master and its slave. Brokers listen on 127.0.0.1 and
+// serve replication on their port + 1 (the derived haListenPort).
+func devPlan(c devConfig) []devDaemon {
+	ns := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.NamesrvPort))
+	plan := []devDaemon{{name: "namesrv", what: "name server", addr: ns,
+		args: []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(c.NamesrvPort), "--log-level", c.LogLevel}}}
+	for g, group := range []string{"broker-a", "broker-b"} {
+		masterPort := c.BrokerPort + 20*g
+		for id := range 2 {
+			port := masterPort + 10*id
+			d := devDaemon{name: fmt.Sprintf("%s-%d", group, id), what: "master of " + group,
+				addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+			d.dir = filepath.Join(c.Data, d.name)
+			role := c.MasterRole
+			if id > 0 {
+				d.what, role = "slave of "+group, "SLAVE"
+			}
+			d.args = []string{"broker", "--storePathRootDir", d.dir, "--brokerIP1", "127.0.0.1", "--listenPort", strconv.Itoa(port),
+				"--brokerClusterName", devCluster, "--brokerName", group, "--brokerId", strconv.Itoa(id), "--brokerRole", role,
+				"--namesrvAddr", ns, "--log-level", c.LogLevel}
+			if id > 0 {
+				d.args = append(d.args, "--haMasterAddress", net.JoinHostPort("127.0.0.1", strconv.Itoa(masterPort+1)))
+			}
+			d.args = append(d.args, c.BrokerArgs...)
+			plan = append(plan, d)
+		}
+	}
+	return plan
+}
+
+// addDevCommand registers `wharf dev`.
+func addDevCommand(root *cobra.Command) {
+	c := defaultDevConfig()
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a development cluster on loopback: a name server and two broker groups",
+		Long: `Run a development cluster on 127.0.0.1: a name server (port 9876) and two
+broker groups, broker-a and broker-b, each a master and a slave (ports 10911
+and 10921 for broker-a, 10931 and 10941 for broker-b; each broker serves its
+slaves on its port + 1), in cluster DefaultCluster, data under --data (one
+directory per broker). Every daemon is a child process of this one, its log
+lines prefixed with its name: kill -9 one to watch the clients fail over.
+Ctrl-C or SIGTERM stops them all.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find the wharf binary to run the daemons: %w", err)
+			}
+			return runDev(cmd.Context(), c, self, cmd.OutOrStdout(), os.Stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Data, "data", c.Data, "data directory (one sub-directory per broker)")
+	f.StringVar(&c.MasterRole, "brokerRole", c.MasterRole, "the masters' role: SYNC_MASTER (an acknowledged message is on the slave too) or ASYNC_MASTER")
+	f.IntVar(&c.NamesrvPort, "namesrvPort", c.NamesrvPort, "the name server's port")
+	f.IntVar(&c.BrokerPort, "brokerPort", c.BrokerPort, "the first master's port; the others use +10, +20 and +30 (and each its port + 1)")
+	f.StringVar(&c.LogLevel, "log-level", c.LogLevel, "the daemons' log level: debug, info, warn, error")
+	f.StringArrayVar(&c.BrokerArgs, "broker-flag", nil, "an extra flag for every broker (repeatable): --broker-flag=--flushDiskType=SYNC_FLUSH")
+	f.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "fail unless every broker has registered with the name server within it")
+	f.DurationVar(&c.StopTimeout, "stop-timeout", c.StopTimeout, "on stop, SIGKILL a daemon still running this long after SIGTERM")
+	root.AddCommand(cmd)
+}
+
+// devChild is a running daemon.
+type devChild struct {
+	devDaemon
+	cmd  *exec.Cmd
+	log  *devLog
+	done chan struct{} // closed when the process has exited
+	err  error         // cmd.Wait's result, valid after done
+}
+
+// devRun is one `wharf dev`: its daemons and where their output goes.
+type devRun struct {
+	cfg      devConfig
+	bin      string
+	out, err io.Writer
+	mu       *sync.Mutex // one line at a time on err
+	children []*devChild
+	exited   chan *devChild
+}
+
+func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writer) error {
+	if c.MasterRole != client.RoleSyncMaster && c.MasterRole != client.RoleAsyncMaster {
+		return fmt.Errorf("--brokerRole %q: want %s or %s", c.MasterRole, client.RoleSyncMaster, client.RoleAsyncMaster)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+	r := &devRun{cfg: c, bin: bin, out: stdout, err: stderr, mu: &sync.Mutex{}, exited: make(chan *devChild, 8)}
+	plan := devPlan(c)
+	err := r.start(plan)
+	if err == nil {
+		err = r.waitRegistered(ctx, plan[0].addr)
+	}
+	if err != nil {
+		r.stopAll()
+		if ctx.Err() != nil {
+			return nil // stopped by a signal while starting
+		}
+		return err
+	}
+	r.printConnect(plan[0].addr)
+	for ctx.Err() == nil {
+		select {
+		case ch := <-r.exited:
+			r.reportExit(ch)
+		case <-ctx.Done():
+		}
+	}
+	r.say("dev: stopping (%v)", context.Cause(ctx))
+	// A second Ctrl-C ends this process at once; the daemons then get
+	// SIGTERM from the kernel (Pdeathsig).
+	stopSignals()
+	r.stopAll()
+	return nil
+}
+
+// say writes one line of the dev command's own to stderr.
+func (r *devRun) say(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.err, format+"\n", args...)
+}
+
+// start starts every daemon of plan.
+func (r *devRun) start(plan []devDaemon) error {
+	for _, d := range plan {
+		if d.dir != "" {
+			if err := os.MkdirAll(d.dir, 0o755); err != nil {
+				return fmt.Errorf("data directory of %s: %w", d.name, err)
+			}
+		}
+		ch := &devChild{devDaemon: d, log: newDevLog(d.name, r.err, r.mu), done: make(chan struct{})}
+		ch.cmd = exec.Command(r.bin, d.args...)
+		ch.cmd.Stdout, ch.cmd.Stderr = ch.log, ch.log
+		// Its own process group, so that a terminal's Ctrl-C reaches this
+		// process only and the stop goes in order; and SIGTERM should this
+		// process die, so that no daemon outlives it.
+		ch.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if err := ch.cmd.Start(); err != nil {
+			return fmt.Errorf("start %s: %w", d.name, err)
+		}
+		r.say("dev: started %s (%s, %s, pid %d)", d.name, d.what, d.addr, ch.cmd.Process.Pid)
+		r.children = append(r.children, ch)
+		go func() {
+			ch.err = ch.cmd.Wait()
+			close(ch.done)
+			r.exited <- ch
+		}()
+	}
+	return nil
+}
+
+// waitRegistered waits until the name server lists every broker alive. A
+// daemon that exits meanwhile fails the start at once.
+func (r *devRun) waitRegistered(ctx context.Context, nsAddr string) error {
+	var admin *client.Admin // made once the name server listens
+	defer func() {
+		if admin != nil {
+			admin.Close()
+		}
+	}()
+	deadline := time.NewTimer(r.cfg.StartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := -1
+	for {
+		if admin == nil {
+			admin, _ = client.NewAdmin("", client.WithNameServer(nsAddr), client.WithTimeout(time.Second),
+				client.WithDialTimeout(500*time.Millisecond), client.WithReconnectBackoff(50*time.Millisecond, 200*time.Millisecond))
+		}
+		missing := r.unregistered(ctx, admin)
+		if len(missing) == 0 {
+			return nil
+		}
+		if n := len(r.children) - 1 - len(missing); n != last {
+			last = n
+			r.say("dev: %d of %d brokers registered with the name server (waiting for %s)", n, len(r.children)-1, strings.Join(names(missing), ", "))
+		}
+		select {
+		case ch := <-r.exited:
+			return fmt.Errorf("%s (%s) exited while starting: %v\n%s", ch.name, ch.what, ch.err, ch.log.tail())
+		case <-deadline.C:
+			return r.notRegistered(missing)
+		case <-ctx.Done():
+			return fmt.Errorf("stopped while starting: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// unregistered lists the brokers the name server does not (yet) list
+// alive: all of them while it does not answer.
+func (r *devRun) unregistered(ctx context.Context, admin *client.Admin) []*devChild {
+	alive := map[string]bool{}
+	if admin != nil {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if ci, err := admin.ClusterInfo(cctx); err == nil {
+			for _, b := range ci.Brokers {
+				alive[b.BrokerAddr] = alive[b.BrokerAddr] || (b.Alive && b.ClusterName == devCluster)
+			}
+		}
+	}
+	var missing []*devChild
+	for _, ch := range r.children[1:] {
+		if !alive[ch.addr] {
+			missing = append(missing, ch)
+		}
+	}
+	return missing
+}
+
+func (r *devRun) notRegistered(missing []*devChild) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not every broker registered with the name server within %v:", r.cfg.StartTimeout)
+	for _, ch := range append([]*devChild{r.children[0]}, missing...) {
+		fmt.Fprintf(&b, "\n%s (%s, %s), its last log lines:\n%s", ch.name, ch.what, ch.addr, ch.log.tail())
+	}
+	return errors.New(b.String())
+}
+
+func names(children []*devChild) []string {
+	var s []string
+	for _, ch := range children {
+		s = append(s, ch.name)
+	}
+	return s
+}
+
+// printConnect tells the user what runs and how to use it.
+func (r *devRun) printConnect(ns string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nWharf dev cluster %s is up (Ctrl-C stops it):\n", devCluster)
+	for _, ch := range r.children {
+		dir := ch.dir
+		if dir == "" {
+			dir = "(no files)"
+		}
+		fmt.Fprintf(&b, "  %-11s %-19s %-16s pid %-8d %s\n", ch.name, ch.what, ch.addr, ch.cmd.Process.Pid, dir)
+	}
+	fmt.Fprintf(&b, "\nName server: %s. Try, in another terminal:\n", ns)
+	fmt.Fprintf(&b, "  bin/wharf cluster list --namesrv %s\n", ns)
+	fmt.Fprintf(&b, "  bin/wharf produce --namesrv %s --topic demo --count 100000 --size 256\n", ns)
+	fmt.Fprintf(&b, "  bin/wharf consume --namesrv %s --topic demo --group demo-group --from first --idle-exit 3s\n", ns)
+	fmt.Fprintf(&b, "Failover: kill -9 %d (broker-a's master) while producing: sends go to broker-b,\n", r.children[1].cmd.Process.Pid)
+	fmt.Fprintf(&b, "consumers read broker-a's messages from its slave.\n\n")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprint(r.out, b.String())
+}
+
+// reportExit says that a daemon died, and how to start it again; the others
+// keep running.
+func (r *devRun) reportExit(ch *devChild) {
+	r.say("dev: %s (%s, %s, pid %d) exited: %v; the others keep running. To start it again:\n  %s %s",
+		ch.name, ch.what, ch.addr, ch.cmd.Process.Pid, ch.err, r.bin, strings.Join(ch.args, " "))
+}
+
+// stopAll stops the brokers, then the name server (so that the brokers can
+// unregister): SIGTERM, and SIGKILL after StopTimeout.
+func (r *devRun) stopAll() {
+	if len(r.children) == 0 {
+		return
+	}
+	r.stop(r.children[1:])
+	r.stop(r.children[:1])
+}
+
+func (r *devRun) stop(children []*devChild) {
+	for _, ch := range children {
+		_ = ch.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.NewTimer(r.cfg.StopTimeout)
+	defer deadline.Stop()
+	for _, ch := range children {
+		select {
+		case <-ch.done:
+			continue
+		case <-deadline.C:
+		}
+		r.say("dev: %s did not stop within %v of SIGTERM: SIGKILL", ch.name, r.cfg.StopTimeout)
+		_ = ch.cmd.Process.Kill()
+		<-ch.done
+	}
+}
+
+// devLog forwards a daemon's output line by line, prefixed with its name,
+// and keeps its last lines for error messages.
+type devLog struct {
+	prefix string
+	out    io.Writer
+	mu     *sync.Mutex // shared by every daemon's log: whole lines only
+	part   []byte      // an unfinished line
+	last   []string    // the last devTailLines lines
+}
+
+const devTailLines = 20
+
+func newDevLog(name string, out io.Writer, mu *sync.Mutex) *devLog {
+	return &devLog{prefix: fmt.Sprintf("%-10s | ", name), out: out, mu: mu}
+}
+
+func (l *devLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.part[:i])
+		l.part = l.part[i+1:]
+		fmt.Fprintf(l.out, "%s%s\n", l.prefix, line)
+		if l.last = append(l.last, line); len(l.last) > devTailLines {
+			l.last = l.last[1:]
+		}
+	}
+	return len(p), nil
+}
+
+// tail returns the last lines, indented.
+func (l *devLog) tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := append(append([]string(nil), l.last...), string(l.part))
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) == 0 {
+		return "    (no output)"
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/cmd/wharf/brokerconf"
+	"github.com/wharfmq/wharf/internal/testwait"
+)
+
+// brokerFlagSet parses args as `wharf broker`'s flags.
+func brokerFlagSet(t *testing.T, args []string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
+	defaults := brokerconf.Default()
+	defaults.RegisterFlags(fs)
+	fs.String("log-level", "info", "")
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return fs
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestDevPlan: `wharf dev` runs a name server and two groups of a master and
+// a slave on the documented ports, each slave on its master's derived HA
+// port, every broker registered with the name server, in its own store;
+// and every broker's flags are valid broker flags.
+func TestDevPlan(t *testing.T) {
+	c := defaultDevConfig()
+	c.Data, c.BrokerArgs = "d", []string{"--flushDiskType", "SYNC_FLUSH"}
+	plan := devPlan(c)
+	want := []struct{ name, addr, group, id, role, ha string }{
+		{"namesrv", "127.0.0.1:9876", "", "", "", ""},
+		{"broker-a-0", "127.0.0.1:10911", "broker-a", "0", "SYNC_MASTER", ""},
+		{"broker-a-1", "127.0.0.1:10921", "broker-a", "1", "SLAVE", "127.0.0.1:10912"},
+		{"broker-b-0", "127.0.0.1:10931", "broker-b", "0", "SYNC_MASTER", ""},
+		{"broker-b-1", "127.0.0.1:10941", "broker-b", "1", "SLAVE", "127.0.0.1:10932"},
+	}
+	if len(plan) != len(want) {
+		t.Fatalf("%d daemons, want %d", len(plan), len(want))
+	}
+	for i, w := range want {
+		d := plan[i]
+		if d.name != w.name || d.addr != w.addr {
+			t.Errorf("daemon %d: %s on %s, want %s on %s", i, d.name, d.addr, w.name, w.addr)
+		}
+		if i == 0 {
+			if d.args[0] != "namesrv" || d.dir != "" {
+				t.Errorf("name server: %q (dir %q)", d.args, d.dir)
+			}
+			continue
+		}
+		if d.args[0] != "broker" {
+			t.Fatalf("%s: %q", d.name, d.args)
+		}
+		cfg, _, err := brokerconf.Resolve(brokerFlagSet(t, d.args[1:]), "")
+		if err != nil {
+			t.Fatalf("%s: %q: %v", d.name, d.args, err)
+		}
+		if cfg.BrokerName != w.group || cfg.BrokerRole != w.role || cfg.HAMasterAddress != w.ha ||
+			cfg.NamesrvAddr != "127.0.0.1:9876" || cfg.BrokerClusterName != "DefaultCluster" ||
+			cfg.StorePathRootDir != filepath.Join("d", w.name) || cfg.FlushDiskType != "SYNC_FLUSH" ||
+			cfg.EffectiveHAListenPort() != cfg.ListenPort+1 || strings.TrimPrefix(d.addr, "127.0.0.1:") != itoa(cfg.ListenPort) {
+			t.Errorf("%s: %+v", d.name, cfg)
+		}
+		if w.id != itoa(int(cfg.BrokerID)) {
+			t.Errorf("%s: brokerId %d", d.name, cfg.BrokerID)
+		}
+	}
+}
+
+// TestDevLog: daemon output is forwarded in whole lines with the daemon's
+// name, however it is split into writes, and the last lines are kept for
+// error messages.
+func TestDevLog(t *testing.T) {
+	var out bytes.Buffer
+	l := newDevLog("broker-a-0", &out, &sync.Mutex{})
+	if got := l.tail(); got != "    (no output)" {
+		t.Fatalf("tail of nothing: %q", got)
+	}
+	for _, w := range []string{"one\ntw", "o\n", "thr"} {
+		l.Write([]byte(w))
+	}
+	if want := "broker-a-0 | one\nbroker-a-0 | two\n"; out.String() != want {
+		t.Fatalf("forwarded %q, want %q", out.String(), want)
+	}
+	if got := l.tail(); got != "    one\n    two\n    thr" {
+		t.Fatalf("tail %q", got)
+	}
+	for range 2 * devTailLines {
+		l.Write([]byte("x\n"))
+	}
+	if n := strings.Count(l.tail(), "\n") + 1; n != devTailLines {
+		t.Fatalf("tail keeps %d lines, want %d", n, devTailLines)
+	}
+}
+
+// devPorts returns a name-server port and a broker base port whose eight
+// ports (base + 0, 1, 10, 11, 20, 21, 30, 31) were free a moment ago.
+func devPorts(t *testing.T) (int, int) {
+	t.Helper()
+	ns := e2eFreePorts(t, 1)[0]
+	for attempt := range 50 {
+		base := 20000 + (os.Getpid()*7919+attempt*613)%40000
+		free := true
+		for _, off := range []int{0, 1, 10, 11, 20, 21, 30, 31} {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free && (ns < base || ns > base+31) {
+			return ns, base
+		}
+	}
+	t.Fatal("no free range of broker ports")
+	return 0, 0
+}
+
+// startDev runs `wharf dev` on free ports with small stores.
+func startDev(t *testing.T, extra ...string) (cmd *exec.Cmd, stdout, stderr *syncBuffer, done chan struct{}, nsAddr string, base int) {
+	t.Helper()
+	ns, base := devPorts(t)
+	args := append([]string{"dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns), "--brokerPort", strconv.Itoa(base),
+		"--broker-flag=--mappedFileSizeCommitLog=16777216", "--broker-flag=--maxHashSlotNum=50000", "--broker-flag=--maxIndexNum=200000"}, extra...)
+	cmd = exec.Command(e2eBinary(t), args...)
+	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan struct{})
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if !testwait.Chan(done, 30*time.Second) {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("wharf dev stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	})
+	return cmd, stdout, stderr, done, net.JoinHostPort("127.0.0.1", strconv.Itoa(ns)), base
+}
+
+var devStartedRE = regexp.MustCompile(`dev: started (\S+) \(.*, pid (\d+)\)`)
+
+// devPids are the daemons' pids by name, from `wharf dev`'s stderr.
+func devPids(stderr string) map[string]int {
+	pids := map[string]int{}
+	for _, m := range devStartedRE.FindAllStringSubmatch(stderr, -1) {
+		pids[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return pids
+}
+
+// TestE2EDev: `wharf dev` starts a name server and four brokers as its
+// children, says so once all are registered, reports a master killed with
+// kill -9 while the others keep serving, and on SIGTERM stops the rest
+// cleanly and exits 0.
+func TestE2EDev(t *testing.T) {
+	cmd, stdout, stderr, done, ns, base := startDev(t, "--brokerRole", "ASYNC_MASTER")
+	testwait.For(t, testwait.Wall, 30*time.Second, "wharf dev to say the cluster is up", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("wharf dev exited: %v", cmd.ProcessState)
+		default:
+		}
+		return strings.Contains(stdout.String(), "is up")
+	})
+	if out := stdout.String(); !strings.Contains(out, "--namesrv "+ns) || !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(base+30)) {
+		t.Fatalf("connection help:\n%s", out)
+	}
+	pids := devPids(stderr.String())
+	if len(pids) != 5 || pids["broker-a-0"] == 0 {
+		t.Fatalf("daemons %v", pids)
+	}
+	admin, err := client.NewAdmin("", client.WithNameServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	alive := func() (n int) {
+		ci, _ := admin.ClusterInfo(context.Background())
+		for _, b := range ci.Brokers {
+			if b.Alive {
+				n++
+			}
+		}
+		return n
+	}
+	if n := alive(); n != 4 {
+		t.Fatalf("%d brokers alive, want 4", n)
+	}
+
+	if err := syscall.Kill(pids["broker-a-0"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	report := fmt.Sprintf("dev: broker-a-0 (master of broker-a, 127.0.0.1:%d, pid %d) exited: signal: killed", base, pids["broker-a-0"])
+	testwait.For(t, testwait.Wall, 10*time.Second, "the death reported, and the name server to drop it", func() bool {
+		return strings.Contains(stderr.String(), report) && alive() == 3
+	})
+	select {
+	case <-done:
+		t.Fatal("wharf dev exited when one of its brokers died")
+	default:
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !testwait.Chan(done, 30*time.Second) {
+		t.Fatal("wharf dev did not exit within 30 s of SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	if n := strings.Count(stderr.String(), `msg="broker stopped cleanly"`); n != 3 || !strings.Contains(stderr.String(), "name server stopped cleanly") {
+		t.Fatalf("%d brokers stopped cleanly, want 3, and the name server", n)
+	}
+}
+
+// TestE2EDevStartFails: a daemon that cannot start (its port is taken)
+// fails `wharf dev` at once, naming it with its last log lines, and the
+// others are stopped.
+func TestE2EDevStartFails(t *testing.T) {
+	ns, base := devPorts(t)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+30)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, errOut, code := e2eRun(t, 60*time.Second, "dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns),
+		"--brokerPort", strconv.Itoa(base), "--broker-flag=--mappedFileSizeCommitLog=16777216")
+	if code != 1 || !strings.Contains(errOut, "broker-b-1 (slave of broker-b) exited while starting") ||
+		!strings.Contains(errOut, "address already in use") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	for name, pid := range devPids(errOut) {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("%s (pid %d) still runs", name, pid)
+		}
+	}
+}
