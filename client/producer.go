@@ -269,7 +269,7 @@ func (p *Producer) fetchRoute(ctx context.Context, topic string) (sendpath.Route
 // outcome changes nothing but s (sendpath's contract), so the answers of a
 // busy producer take neither the lock nor the clock.
 func (p *Producer) decide(s *sendpath.Send, to sendpath.QueueRef, out sendpath.Outcome) sendpath.Decision {
-	if sendpath.Classify(out).Final() {
+	if sendpath.Classify(out) == sendpath.Stored {
 		return s.Outcome(time.Time{}, to, out)
 	}
 	p.mu.Lock()

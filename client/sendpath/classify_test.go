@@ -64,7 +64,10 @@ func TestClassifyFailures(t *testing.T) {
 		{Outcome{Failure: Broken, Status: protocol.StatusOK}, Retryable, true},
 		{Outcome{Status: protocol.StatusSystemBusy}, Retryable, true},
 		{Outcome{Status: protocol.StatusOK}, Stored, false},
-		{Outcome{Status: protocol.StatusFlushDiskTimeout}, Unconfirmed, false},
+		// Stored without the durability asked: done, but the broker's disk
+		// or slaves are behind, so the next sends avoid it.
+		{Outcome{Status: protocol.StatusFlushDiskTimeout}, Unconfirmed, true},
+		{Outcome{Status: protocol.StatusSlaveNotAvailable}, Unconfirmed, true},
 		{Outcome{Status: protocol.StatusMessageIllegal}, Failed, false}, // the message's fault, not the broker's
 	}
 	for _, tt := range tests {

@@ -46,7 +46,7 @@
 // on any of its Sends must not run concurrently; a caller with several
 // goroutines holds one lock around them (they do no I/O and are short).
 // Two calls touch no Table state and need no lock: Begin, and Outcome with
-// an outcome whose Class is Final.
+// an outcome whose Class is Stored.
 //
 // Imports: std and protocol only.
 package sendpath

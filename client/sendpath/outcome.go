@@ -102,8 +102,11 @@ func Classify(o Outcome) Class {
 }
 
 // blames reports whether o counts against the broker it went to, for the
-// fault latch: it refused with a retryable status, was unreachable, or too
-// slow to answer.
+// fault latch: it refused with a retryable status, was unreachable, too
+// slow to answer, or stored the message without the durability asked
+// (SLAVE_NOT_AVAILABLE from a SYNC_MASTER whose slave has not caught up,
+// say after its restart: sending it more would get the same answer).
 func blames(o Outcome) bool {
-	return o.Failure == TimedOut || Classify(o) == Retryable
+	c := Classify(o)
+	return o.Failure == TimedOut || c == Retryable || c == Unconfirmed
 }

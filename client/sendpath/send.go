@@ -120,9 +120,12 @@ func (d Decision) String() string {
 // (Config.AvoidFor). A stored message is Done; a Retryable failure is
 // retried while attempts are left and the pause ends before the deadline.
 //
-// An outcome whose class is Final (stored) touches s only, not the Table,
-// and does not read now: a caller with a lock around the Table need not
-// take it (nor read the clock) for the answers of a healthy broker.
+// An outcome whose class is Stored touches s only, not the Table, and does
+// not read now: a caller with a lock around the Table need not take it (nor
+// read the clock) for the answers of a healthy broker. An Unconfirmed one
+// is Done too, but latches the broker: it stored the message and could not
+// make it as durable as asked (its disk or its slaves are behind), so the
+// next sends go to another group for a while.
 func (s *Send) Outcome(now time.Time, to QueueRef, o Outcome) Decision {
 	s.routed = false
 	c := Classify(o)

@@ -158,7 +158,9 @@ func TestFailureLatchesTheBroker(t *testing.T) {
 		{broken, QueueRef{"b", 0}},
 		{timeout, QueueRef{"b", 0}},
 		{illegal, QueueRef{"a", 1}}, // the message's fault: the broker is fine
-		{flush, QueueRef{"a", 1}},
+		{flush, QueueRef{"b", 0}},   // stored, its disk behind
+		{Outcome{Status: protocol.StatusSlaveNotAvailable}, QueueRef{"b", 0}}, // stored, its slave behind
+		{ok, QueueRef{"a", 1}},
 	}
 	for _, tt := range tests {
 		tab := NewTable(Config{RouteTTL: time.Hour, Retries: 2, AvoidFor: time.Second})
@@ -192,9 +194,11 @@ func TestRetryPrefersAnotherBroker(t *testing.T) {
 }
 
 // TestStoredOutcomeTouchesOnlyTheSend holds Outcome's promise that the
-// producer relies on to skip its lock and the clock for stored answers.
+// producer relies on to skip its lock and the clock for stored and
+// confirmed answers (unconfirmed ones latch the broker: see
+// TestFailureLatchesTheBroker).
 func TestStoredOutcomeTouchesOnlyTheSend(t *testing.T) {
-	for _, o := range []Outcome{ok, flush, {Status: protocol.StatusFlushSlaveTimeout}, {Status: protocol.StatusSlaveNotAvailable}} {
+	for _, o := range []Outcome{ok, {Status: protocol.StatusOK, Failure: Answered}} {
 		tab := NewTable(Config{RouteTTL: time.Hour, Retries: 2, AvoidFor: time.Hour})
 		tab.Update(Route{Topic: "T", Version: 1, Queues: queues(1, "a"), Fetched: t0})
 		d := tab.Begin("T", AnyQueue, time.Time{}).Outcome(time.Time{}, QueueRef{"a", 0}, o)
