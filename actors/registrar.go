@@ -122,6 +122,9 @@ type registrarActor struct {
 	limits  protocol.Limits
 	memo    *regMemo
 	leaving atomic.Bool
+	// autoCreate is the AutoCreateTopic route registered when the broker
+	// creates topics on first send; nil when it does not.
+	autoCreate *protocol.TopicConfig
 
 	core  *register.Registrar
 	self  *actor.PID
@@ -208,13 +211,17 @@ func (a *registrarActor) start(now time.Time) {
 	a.core.Start(now, a.topics())
 }
 
-// topics is the published topic table as the name servers take it.
+// topics is the published topic table as the name servers take it, with
+// the AutoCreateTopic route when the broker creates topics on first send.
 func (a *registrarActor) topics() []protocol.TopicConfig {
 	table := a.v.topicsSnapshot()
-	out := make([]protocol.TopicConfig, 0, len(table))
+	out := make([]protocol.TopicConfig, 0, len(table)+1)
 	for _, tc := range table {
 		out = append(out, protocol.TopicConfig{Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums,
 			WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm})
+	}
+	if _, real := table[protocol.AutoCreateTopic]; a.autoCreate != nil && !real {
+		out = append(out, *a.autoCreate)
 	}
 	return out
 }
@@ -345,8 +352,14 @@ func (b *Broker) startRegistrar(spawn func(string, func() actor.Actor) *actor.PI
 	}
 	memo := &regMemo{}
 	b.reg = memo
+	var auto *protocol.TopicConfig
+	if b.cfg.AutoCreateTopicEnable {
+		n := b.cfg.DefaultTopicQueueNums
+		auto = &protocol.TopicConfig{Topic: protocol.AutoCreateTopic, ReadQueueNums: n, WriteQueueNums: n,
+			Perm: protocol.PermRead | protocol.PermWrite}
+	}
 	pid := spawn("registrar", func() actor.Actor {
-		return &registrarActor{k: b.k, v: b.v, cfg: cfg, dial: b.env.Dial, limits: b.limits, memo: memo}
+		return &registrarActor{k: b.k, v: b.v, cfg: cfg, dial: b.env.Dial, limits: b.limits, memo: memo, autoCreate: auto}
 	})
 	if pid == nil {
 		return errors.New("actors: spawn the registrar")

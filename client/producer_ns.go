@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -158,8 +159,26 @@ func (p *Producer) refreshAll() {
 // from the same server) comes back with version 0, which the Table
 // ignores. A route without writable queues is stale at once: every
 // attempt asks again until a group has a master.
+//
+// A topic no group hosts (TOPIC_NOT_EXIST) is created on first send on
+// every master that registers the AutoCreateTopic route (brokers with
+// autoCreateTopicEnable do): the producer asks each to create it, with as
+// many queues as that route gives, and sends meanwhile to that route's
+// queues. Creating it on every such master, not only on the one the first
+// message reaches (RocketMQ's TBW102 behaviour), spreads a new topic over
+// the whole cluster, so losing one group does not make it unwritable. The
+// route is stale at once, so the next attempt asks for the topic's own.
 func (p *Producer) fetchNSRoute(ctx context.Context, topic string) (sendpath.Route, error) {
 	ns, rd, err := p.ns.routeData(ctx, topic)
+	if errors.Is(err, ErrTopicNotExist) && topic != protocol.AutoCreateTopic {
+		auto, aerr := p.fetchNSRoute(ctx, protocol.AutoCreateTopic)
+		if aerr != nil || len(auto.Queues) == 0 {
+			return sendpath.Route{Topic: topic}, err // nobody creates it: the topic's own error
+		}
+		p.createEverywhere(ctx, topic, auto.Queues)
+		auto.Topic, auto.Fetched = topic, time.Time{}
+		return auto, nil
+	}
 	if err != nil {
 		return sendpath.Route{Topic: topic}, err
 	}
@@ -191,4 +210,29 @@ func (p *Producer) observe(to sendpath.QueueRef, start time.Time, f *protocol.Fr
 	p.mu.Lock()
 	p.table.Observe(to.Broker, lat, time.Now())
 	p.mu.Unlock()
+}
+
+// createEverywhere asks every broker of queues to create topic with as
+// many queues as it has in queues. A broker that refuses or cannot be
+// reached is skipped: sends to its queues fail and go elsewhere, and it is
+// asked again the next time the topic has no route.
+func (p *Producer) createEverywhere(ctx context.Context, topic string, queues []sendpath.QueueRef) {
+	n := map[string]int32{}
+	var order []string
+	for _, q := range queues {
+		if _, ok := n[q.Broker]; !ok {
+			order = append(order, q.Broker)
+		}
+		n[q.Broker] = max(n[q.Broker], q.QueueID+1)
+	}
+	for _, b := range order {
+		c, err := p.connFor(sendpath.QueueRef{Broker: b, QueueID: 0})
+		if err == nil {
+			tc := protocol.TopicConfig{Topic: topic, ReadQueueNums: n[b], WriteQueueNums: n[b], Perm: protocol.PermRead | protocol.PermWrite}
+			_, err = c.do(ctx, &protocol.CreateTopicRequest{TopicConfig: tc}, nil, p.o.timeout)
+		}
+		if err != nil {
+			p.o.logger.Debug("wharf client: auto-create of topic failed", "topic", topic, "broker", b, "err", err)
+		}
+	}
 }

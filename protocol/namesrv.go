@@ -34,6 +34,14 @@ func init() {
 // MasterID is the brokerId of a group's master; slaves have other ids.
 const MasterID int64 = 0
 
+// AutoCreateTopic is the route a broker with autoCreateTopicEnable
+// registers besides its real topics (RocketMQ's TBW102, under the same name,
+// so RocketMQ's clients find it too): a producer whose topic has no route
+// sends to the queues of this one, and the broker that gets the message
+// creates the topic (defaultTopicQueueNums queues) and registers it, after
+// which the topic's own route exists.
+const AutoCreateTopic = "TBW102"
+
 // DataVersion orders a broker's registrations. Timestamp is the time the
 // broker process started (Unix ms) and Counter counts its topic changes
 // since: a restart gives a larger Timestamp, a change a larger Counter, so

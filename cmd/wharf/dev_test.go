@@ -21,6 +21,7 @@ import (
 	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/cmd/wharf/brokerconf"
 	"github.com/wharfmq/wharf/internal/testwait"
+	"github.com/wharfmq/wharf/protocol"
 )
 
 // brokerFlagSet parses args as `wharf broker`'s flags.
@@ -211,6 +212,7 @@ func TestE2EDev(t *testing.T) {
 	if n := alive(); n != 4 {
 		t.Fatalf("%d brokers alive, want 4", n)
 	}
+	firstSendCreatesTopic(t, ns)
 
 	if err := syscall.Kill(pids["broker-a-0"], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -259,5 +261,42 @@ func TestE2EDevStartFails(t *testing.T) {
 		if err := syscall.Kill(pid, 0); err == nil {
 			t.Errorf("%s (pid %d) still runs", name, pid)
 		}
+	}
+}
+
+// firstSendCreatesTopic is the README's first run: a producer on the name
+// server sends to a topic nobody created; the brokers create it on first
+// send (through the AutoCreateTopic route they register) and register it,
+// and the topic's own route then spans both groups.
+func firstSendCreatesTopic(t *testing.T, ns string) {
+	t.Helper()
+	p, err := client.NewProducer("", client.WithNameServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	groups := map[string]bool{}
+	for i := range 64 {
+		r, err := p.Send(context.Background(), &protocol.Message{Topic: "dev-first-run", Body: []byte(strconv.Itoa(i))})
+		if err != nil {
+			t.Fatalf("send %d to a topic nobody created: %v", i, err)
+		}
+		host, _, err := protocol.ParseOffsetMsgID(r.MsgID)
+		if err != nil {
+			t.Fatalf("send %d: message id %q: %v", i, r.MsgID, err)
+		}
+		groups[host.String()] = true // the master that stored it
+	}
+	admin, err := client.NewAdmin("", client.WithNameServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	testwait.For(t, testwait.Wall, 5*time.Second, "the created topic's route on both groups", func() bool {
+		rd, err := admin.TopicRoute(context.Background(), "dev-first-run")
+		return err == nil && len(rd.QueueDatas) == 2
+	})
+	if len(groups) != 2 {
+		t.Fatalf("64 sends reached %d masters, want both groups", len(groups))
 	}
 }
