@@ -26,8 +26,19 @@ type Result struct {
 	FlushMode         string   `json:"flush_mode,omitempty"`
 	BrokerCPUSPerMMsg *float64 `json:"broker_cpu_s_per_m_msgs,omitempty"`
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"` // Go heap after a forced GC, backlog stored
-	Skipped           bool     `json:"skipped,omitempty"`
-	Note              string   `json:"note,omitempty"`
+	// The cluster scenarios' fields: broker groups, whether the clients
+	// found them through a name server, rounds run (medians are over
+	// them), the largest latency, and the throughput of this line over
+	// that of the scenario named in ratio_of (a median of per-round
+	// ratios).
+	Groups     int      `json:"groups,omitempty"`
+	ViaNamesrv *bool    `json:"via_namesrv,omitempty"`
+	Rounds     int      `json:"rounds,omitempty"`
+	MaxMs      *float64 `json:"max_ms,omitempty"`
+	Ratio      *float64 `json:"ratio,omitempty"`
+	RatioOf    string   `json:"ratio_of,omitempty"`
+	Skipped    bool     `json:"skipped,omitempty"`
+	Note       string   `json:"note,omitempty"`
 }
 
 // writeJSON writes r as one line of JSON.

@@ -22,6 +22,8 @@ func runScenario(ctx context.Context, o *Options, sc string, size int, stderr io
 		return runDiskProbe(ctx, o)
 	case "sync-master-64":
 		return runSyncMaster(ctx, o, size, stderr)
+	case "route-propagation", "groups-2-vs-1":
+		return runCluster(ctx, o, sc, size, stderr)
 	}
 	flush := "ASYNC_FLUSH"
 	if sc == "sync-flush-64" {
