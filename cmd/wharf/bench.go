@@ -62,7 +62,8 @@ measured window, from /proc. With --broker ADDR an existing broker is used
 JSON fields: {scenario, size, msgs, msgs_per_s, mb_per_s, p50_ms, p99_ms,
 p999_ms, errors, broker_cpu_s} plus elapsed_s, flush_mode,
 broker_cpu_s_per_m_msgs, broker_heap_mib (Go heap after a forced GC, with the
-backlog stored), skipped and note; the cluster scenarios add groups,
+backlog stored), client_cpu_s_per_m_msgs (this process's CPU, the load's
+clients), skipped and note; the cluster scenarios add groups,
 via_namesrv, rounds, max_ms, ratio and ratio_of (their broker_cpu_s sums the
 brokers sent to and the name server). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per

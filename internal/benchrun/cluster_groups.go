@@ -174,6 +174,9 @@ func medianResult(rs []Result) Result {
 		out.BrokerCPUS = ptr(field(func(r Result) float64 { return deref(r.BrokerCPUS) }))
 		out.BrokerCPUSPerMMsg = ptr(field(func(r Result) float64 { return deref(r.BrokerCPUSPerMMsg) }))
 	}
+	if out.ClientCPUSPerMMsg != nil {
+		out.ClientCPUSPerMMsg = ptr(field(func(r Result) float64 { return deref(r.ClientCPUSPerMMsg) }))
+	}
 	return out
 }
 

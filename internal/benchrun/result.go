@@ -37,8 +37,11 @@ type Result struct {
 	MaxMs      *float64 `json:"max_ms,omitempty"`
 	Ratio      *float64 `json:"ratio,omitempty"`
 	RatioOf    string   `json:"ratio_of,omitempty"`
-	Skipped    bool     `json:"skipped,omitempty"`
-	Note       string   `json:"note,omitempty"`
+	// The CPU time of this process (the load's clients) in the measured
+	// window: where a client-side cost such as routing shows.
+	ClientCPUSPerMMsg *float64 `json:"client_cpu_s_per_m_msgs,omitempty"`
+	Skipped           bool     `json:"skipped,omitempty"`
+	Note              string   `json:"note,omitempty"`
 }
 
 // writeJSON writes r as one line of JSON.
@@ -102,5 +105,13 @@ func (r *Result) setBrokerCPU(cpu0, cpu1 float64) {
 	r.BrokerCPUS = roundedPtr(cpu1 - cpu0)
 	if r.Msgs > 0 {
 		r.BrokerCPUSPerMMsg = roundedPtr((cpu1 - cpu0) / float64(r.Msgs) * 1e6)
+	}
+}
+
+// setClientCPU fills ClientCPUSPerMMsg from this process's CPU seconds at
+// the start and end of the window (negative: unknown).
+func (r *Result) setClientCPU(cpu0, cpu1 float64) {
+	if cpu0 >= 0 && cpu1 >= 0 && r.Msgs > 0 {
+		r.ClientCPUSPerMMsg = roundedPtr((cpu1 - cpu0) / float64(r.Msgs) * 1e6)
 	}
 }

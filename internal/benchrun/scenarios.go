@@ -146,7 +146,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	case <-time.After(o.Warmup):
 	case <-ctx.Done():
 	}
-	cpu0 := b.cpu()
+	cpu0, client0 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles := startProfiles(o, b, sc, size, max(1, int(o.Duration.Seconds())), stderr)
 	rec.open()
 	var early error
@@ -156,7 +156,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	case <-ctx.Done():
 	}
 	rec.close()
-	cpu1 := b.cpu()
+	cpu1, client1 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles()
 	stopLoad()
 	if early == nil {
@@ -165,6 +165,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	res := rec.result(sc, size)
 	res.FlushMode = b.flushMode
 	res.setBrokerCPU(cpu0, cpu1)
+	res.setClientCPU(client0, client1)
 	if early != nil && ctx.Err() == nil {
 		return rec, res, early
 	}
