@@ -180,7 +180,9 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 	if o.ProfileDir == "" {
 		return func() {}
 	}
-	name := func(kind string) string { return fmt.Sprintf("%s-%d-%s.pprof", sc, size, kind) }
+	// a cluster line's scenario is load/configuration: one file name
+	base := strings.ReplaceAll(sc, "/", "-")
+	name := func(kind string) string { return fmt.Sprintf("%s-%d-%s.pprof", base, size, kind) }
 	_ = b.profile(o.ProfileDir, name("allocs-before"), "allocs", 0)
 	var wg sync.WaitGroup
 	wg.Go(func() {
