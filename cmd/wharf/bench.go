@@ -21,14 +21,8 @@ import (
 
 func addBenchCommand(root *cobra.Command) { root.AddCommand(newBenchCmd(runBench)) }
 
-// newBenchCmd is `wharf bench`: its flags become the Options run gets.
-func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
-	o := benchrun.DefaultOptions()
-	var quick bool
-	cmd := &cobra.Command{
-		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
-		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
-		Long: `Run benchmark scenarios and print a table (and, with --json, one JSON object per
+// benchLong is `wharf bench --help`'s text.
+const benchLong = `Run benchmark scenarios and print a table (and, with --json, one JSON object per
 scenario and size on stdout):
 
   async-256, async-4096  async publish, 256 / 4096 sends in flight, one connection
@@ -67,8 +61,17 @@ clients), skipped and note; the cluster scenarios add groups,
 via_namesrv, rounds, max_ms, ratio and ratio_of (their broker_cpu_s sums the
 brokers sent to and the name server). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per
-pull for consume-backlog, publish->consume for e2e-10k.`,
-		Args: cobra.NoArgs,
+pull for consume-backlog, publish->consume for e2e-10k.`
+
+// newBenchCmd is `wharf bench`: its flags become the Options run gets.
+func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
+	o := benchrun.DefaultOptions()
+	var quick bool
+	cmd := &cobra.Command{
+		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
+		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
+		Long:  benchLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd, benchQuick(cmd.Flags(), o, quick))
 		},
