@@ -21,14 +21,8 @@ import (
 
 func addBenchCommand(root *cobra.Command) { root.AddCommand(newBenchCmd(runBench)) }
 
-// newBenchCmd is `wharf bench`: its flags become the Options run gets.
-func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
-	o := benchrun.DefaultOptions()
-	var quick bool
-	cmd := &cobra.Command{
-		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
-		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
-		Long: `Run benchmark scenarios and print a table (and, with --json, one JSON object per
+// benchLong is `wharf bench --help`'s text.
+const benchLong = `Run benchmark scenarios and print a table (and, with --json, one JSON object per
 scenario and size on stdout):
 
   async-256, async-4096  async publish, 256 / 4096 sends in flight, one connection
@@ -41,6 +35,18 @@ scenario and size on stdout):
   disk-probe             fsync latency (write 4 KiB + fdatasync) and the raw
                          group-commit rate (64 writers of 1 KiB, one flusher)
 
+Cluster scenarios (not in "all"; "cluster" names both), each on a name server
+and broker groups (masters) of its own, registered with it:
+
+  route-propagation      --route-rounds times: CreateTopicInCluster of a new topic
+                         on --groups groups, to the first acked send of a running
+                         producer on the name server (p50/p99/max in ms)
+  groups-2-vs-1          async-256 and sync-16, each to one group by its address,
+                         one group through the name server and two groups through
+                         it, --ab-rounds rounds alternating the order; medians,
+                         and ratio: namesrv-1g over direct-1g, namesrv-2g over
+                         namesrv-1g (a median of per-round ratios)
+
 By default each scenario gets a fresh broker: a child process of this binary on
 a free loopback port with a temporary store (under --store-dir) and the right
 flushDiskType; broker_cpu_s is the broker's CPU time (user+system) during the
@@ -50,10 +56,22 @@ measured window, from /proc. With --broker ADDR an existing broker is used
 JSON fields: {scenario, size, msgs, msgs_per_s, mb_per_s, p50_ms, p99_ms,
 p999_ms, errors, broker_cpu_s} plus elapsed_s, flush_mode,
 broker_cpu_s_per_m_msgs, broker_heap_mib (Go heap after a forced GC, with the
-backlog stored), skipped and note. mb_per_s counts bodies in MB (10^6 bytes).
+backlog stored), client_cpu_s_per_m_msgs (this process's CPU, the load's
+clients), skipped and note; the cluster scenarios add groups,
+via_namesrv, rounds, max_ms, ratio and ratio_of (their broker_cpu_s sums the
+brokers sent to and the name server). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per
-pull for consume-backlog, publish->consume for e2e-10k.`,
-		Args: cobra.NoArgs,
+pull for consume-backlog, publish->consume for e2e-10k.`
+
+// newBenchCmd is `wharf bench`: its flags become the Options run gets.
+func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
+	o := benchrun.DefaultOptions()
+	var quick bool
+	cmd := &cobra.Command{
+		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
+		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
+		Long:  benchLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd, benchQuick(cmd.Flags(), o, quick))
 		},
@@ -81,6 +99,9 @@ pull for consume-backlog, publish->consume for e2e-10k.`,
 	f.StringSliceVar(&o.BrokerArgs, "broker-arg", d.BrokerArgs, "extra flag for the started brokers (repeatable, e.g. --broker-arg=--flushIntervalCommitLog=200)")
 	f.DurationVar(&o.Timeout, "timeout", d.Timeout, "client request timeout")
 	f.StringVar(&o.BrokerLogLevel, "broker-log-level", d.BrokerLogLevel, "log level of the started brokers (their log goes to stderr)")
+	f.IntVar(&o.Groups, "groups", d.Groups, "route-propagation: broker groups in the cluster")
+	f.IntVar(&o.RouteRounds, "route-rounds", d.RouteRounds, "route-propagation: topics created (one measurement each)")
+	f.IntVar(&o.ABRounds, "ab-rounds", d.ABRounds, "groups-2-vs-1: rounds, each running every configuration once, in alternating order")
 	_ = f.MarkHidden("wharf-bin")
 	cmd.AddCommand(newBenchServeCmd())
 	return cmd

@@ -15,11 +15,11 @@ import (
 	"github.com/wharfmq/wharf/internal/benchrun"
 )
 
-// When the bench starts a broker from this test binary (it passes the test
-// binary as --wharf-bin and sets benchrun.ChildEnv), the child runs the wharf
-// command line instead of the tests.
+// When the bench starts a broker or a name server from this test binary (it
+// passes the test binary as --wharf-bin and sets benchrun.ChildEnv), the
+// child runs the wharf command line instead of the tests.
 func init() {
-	if os.Getenv(benchrun.ChildEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench" {
+	if os.Getenv(benchrun.ChildEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "bench" || os.Args[1] == "namesrv") {
 		if err := newRootCmd().Execute(); err != nil {
 			fmt.Fprintln(os.Stderr, "wharf:", err)
 			os.Exit(1)
@@ -87,6 +87,62 @@ func TestBenchQuickAsyncJSON(t *testing.T) {
 	}
 }
 
+// TestBenchClusterJSON runs both cluster scenarios, tiny, on a name server
+// and broker groups started from this binary, and checks that their lines
+// went through the name server and carry the cluster fields.
+func TestBenchClusterJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a name server and broker processes")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runBenchCLI(t, "bench", "--scenario", "cluster", "--json",
+		"--duration", "200ms", "--warmup", "100ms", "--settle", "200ms", "--route-rounds", "3", "--ab-rounds", "1",
+		"--store-dir", t.TempDir(), "--wharf-bin", exe,
+		"--broker-arg=--mappedFileSizeCommitLog=67108864", "--broker-arg=--warmMapedFileEnable=false")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	var rs []benchrun.Result
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r benchrun.Result
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, l)
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) != 7 {
+		t.Fatalf("want 7 lines (route-propagation, 2 loads x 3 configurations), got %d:\n%s", len(rs), out)
+	}
+	rp := rs[0]
+	if rp.Scenario != "route-propagation" || rp.Msgs != 3 || rp.Rounds != 3 || rp.Groups != 2 ||
+		rp.ViaNamesrv == nil || !*rp.ViaNamesrv || rp.MaxMs == nil || *rp.MaxMs < rp.P99Ms || rp.P50Ms <= 0 {
+		t.Fatalf("route-propagation %+v", rp)
+	}
+	want := []struct {
+		scenario, ratioOf string
+		groups            int
+		viaNS             bool
+	}{
+		{"async-256/direct-1g", "", 1, false},
+		{"async-256/namesrv-1g", "async-256/direct-1g", 1, true},
+		{"async-256/namesrv-2g", "async-256/namesrv-1g", 2, true},
+		{"sync-16/direct-1g", "", 1, false},
+		{"sync-16/namesrv-1g", "sync-16/direct-1g", 1, true},
+		{"sync-16/namesrv-2g", "sync-16/namesrv-1g", 2, true},
+	}
+	for i, w := range want {
+		r := rs[i+1]
+		if r.Scenario != w.scenario || r.Groups != w.groups || r.ViaNamesrv == nil || *r.ViaNamesrv != w.viaNS ||
+			r.RatioOf != w.ratioOf || (r.Ratio != nil) != (w.ratioOf != "") || r.Msgs <= 0 || r.Errors != 0 ||
+			r.Rounds != 1 || r.BrokerCPUS == nil {
+			t.Errorf("line %d: %+v, want %+v", i+1, r, w)
+		}
+	}
+}
+
 // TestBenchQuickFlags checks that --quick shortens the runs but leaves the
 // flags given on the command line alone, and that the flags reach
 // benchrun.Options.
@@ -107,6 +163,9 @@ func TestBenchQuickFlags(t *testing.T) {
 			"--broker-arg=--a", "--broker-arg=--b", "--wharf-bin", "/x", "--broker", "h:1", "--flush-mode", "SYNC_FLUSH"}, func(o *benchrun.Options) {
 			o.Duration, o.Backlog, o.Scenarios, o.Sizes, o.JSON = 7*time.Second, 5, []string{"sync-1", "e2e-10k"}, []int{64, 128}, true
 			o.BrokerArgs, o.BrokerBin, o.Broker, o.FlushMode = []string{"--a", "--b"}, "/x", "h:1", "SYNC_FLUSH"
+		}},
+		{[]string{"--groups", "3", "--route-rounds", "7", "--ab-rounds", "5"}, func(o *benchrun.Options) {
+			o.Groups, o.RouteRounds, o.ABRounds = 3, 7, 5
 		}},
 	} {
 		var got benchrun.Options

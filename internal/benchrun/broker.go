@@ -31,6 +31,7 @@ type broker struct {
 	done      chan struct{}
 	waitErr   error
 	log       *tail
+	members   []*broker // set: several children measured as one (cpu sums theirs)
 }
 
 // tail keeps the last bytes a child wrote, for error messages.
@@ -204,6 +205,17 @@ func (b *broker) stop() {
 
 // cpu returns the child's CPU seconds so far, or -1.
 func (b *broker) cpu() float64 {
+	if b != nil && len(b.members) > 0 {
+		sum := 0.0
+		for _, m := range b.members {
+			c := m.cpu()
+			if c < 0 {
+				return -1
+			}
+			sum += c
+		}
+		return sum
+	}
 	if b == nil || b.cmd == nil || b.cmd.Process == nil {
 		return -1
 	}

@@ -19,6 +19,14 @@
 //     the broker's Go heap and profiles; its CPU time comes from /proc.
 //     With Options.Broker an existing broker is used instead and no broker
 //     figures are reported.
+//   - The cluster scenarios (route-propagation, groups-2-vs-1; not in
+//     "all") start their own cluster: a child `<BrokerBin> namesrv` on a
+//     free loopback port and masters (`bench serve --namesrvAddr ...`, one
+//     brokerName each) registered with it; the clients use WithNameServer
+//     (groups-2-vs-1's direct line uses the broker's address). They are
+//     skipped with Options.Broker. groups-2-vs-1 reports medians over
+//     Options.ABRounds rounds, running its configurations in alternating
+//     order, and the ratio of throughputs as a median of per-round ratios.
 //   - Results go to stdout as they complete, one JSON object a line with
 //     Options.JSON (the field names of Result are a format other programs
 //     parse: bench/ and bench/scripts/ab.sh), or as one table at the end.

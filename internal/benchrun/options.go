@@ -15,12 +15,19 @@ var scenarios = []string{
 	"consume-backlog", "e2e-10k", "sync-master-64", "disk-probe",
 }
 
+// clusterScenarios run on a name server and broker groups of their own;
+// "all" leaves them out (they take minutes), "cluster" names them.
+var clusterScenarios = []string{"route-propagation", "groups-2-vs-1"}
+
+// canonical is every scenario, in the order they run.
+var canonical = append(append([]string(nil), scenarios...), clusterScenarios...)
+
 // Options is what a run does. Each field is one flag of `wharf bench`,
 // named in its comment.
 type Options struct {
 	Broker         string        // --broker: an existing broker (host:port); "" starts one per scenario
 	FlushMode      string        // --flush-mode: with Broker, its flushDiskType (labels, and whether sync-flush-64 runs)
-	Scenarios      []string      // --scenario: names, comma separated lists, "all" or "disk"
+	Scenarios      []string      // --scenario: names, comma separated lists, "all", "disk" or "cluster"
 	Sizes          []int         // --size: message body sizes in bytes
 	Duration       time.Duration // --duration: measured time of each scenario
 	Warmup         time.Duration // --warmup: unmeasured load before each measured window
@@ -38,6 +45,9 @@ type Options struct {
 	BrokerArgs     []string      // --broker-arg: extra flags for the started brokers
 	Timeout        time.Duration // --timeout: client request timeout
 	BrokerLogLevel string        // --broker-log-level: log level of the started brokers
+	Groups         int           // --groups: route-propagation's broker groups
+	RouteRounds    int           // --route-rounds: route-propagation's topics created
+	ABRounds       int           // --ab-rounds: groups-2-vs-1's rounds (each runs every configuration once)
 
 	// Progress, if set, shows a status line while a scenario runs: line
 	// gives its current text, and stop ends it. The caller decides whether
@@ -62,6 +72,9 @@ func DefaultOptions() Options {
 		Fsyncs:         2000,
 		Timeout:        5 * time.Second,
 		BrokerLogLevel: "warn",
+		Groups:         2,
+		RouteRounds:    20,
+		ABRounds:       4,
 	}
 }
 
@@ -106,15 +119,17 @@ func parseScenarios(args []string) ([]string, error) {
 				want = append(want, scenarios...)
 			case p == "disk":
 				want = append(want, "disk-probe")
-			case slices.Contains(scenarios, p):
+			case p == "cluster":
+				want = append(want, clusterScenarios...)
+			case slices.Contains(canonical, p):
 				want = append(want, p)
 			default:
-				return nil, fmt.Errorf("--scenario %q: want one of %s or all", p, strings.Join(scenarios, ", "))
+				return nil, fmt.Errorf("--scenario %q: want one of %s, all or cluster", p, strings.Join(canonical, ", "))
 			}
 		}
 	}
 	var out []string
-	for _, s := range scenarios {
+	for _, s := range canonical {
 		if slices.Contains(want, s) {
 			out = append(out, s)
 		}
@@ -145,6 +160,12 @@ func (o *Options) check() error {
 		return errors.New("--queues must be at least 1")
 	case o.BatchInflight < 1:
 		return errors.New("--batch-inflight must be at least 1")
+	case o.Groups < 1 || o.Groups > 8:
+		return errors.New("--groups must be in 1..8")
+	case o.RouteRounds < 1:
+		return errors.New("--route-rounds must be at least 1")
+	case o.ABRounds < 1:
+		return errors.New("--ab-rounds must be at least 1")
 	case o.FlushMode != "ASYNC_FLUSH" && o.FlushMode != "SYNC_FLUSH":
 		return errors.New("--flush-mode: want ASYNC_FLUSH or SYNC_FLUSH")
 	}

@@ -18,6 +18,9 @@ func TestBenchParseScenarios(t *testing.T) {
 		// canonical order, once each, blanks ignored
 		{args: []string{"e2e-10k, sync-1", "sync-1,,async-256"}, want: []string{"async-256", "sync-1", "e2e-10k"}},
 		{args: []string{"all", "disk-probe"}, want: scenarios},
+		// the cluster scenarios are not in "all"; "cluster" names them
+		{args: []string{"groups-2-vs-1,cluster"}, want: []string{"route-propagation", "groups-2-vs-1"}},
+		{args: []string{"route-propagation", "sync-1"}, want: []string{"sync-1", "route-propagation"}},
 		{args: []string{"sync-1,nope"}, wantErr: `--scenario "nope": want one of async-256, `},
 		{args: []string{""}, wantErr: "--scenario: nothing to run"},
 		{args: nil, wantErr: "--scenario: nothing to run"},

@@ -26,6 +26,20 @@ type Result struct {
 	FlushMode         string   `json:"flush_mode,omitempty"`
 	BrokerCPUSPerMMsg *float64 `json:"broker_cpu_s_per_m_msgs,omitempty"`
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"` // Go heap after a forced GC, backlog stored
+	// The cluster scenarios' fields: broker groups, whether the clients
+	// found them through a name server, rounds run (medians are over
+	// them), the largest latency, and the throughput of this line over
+	// that of the scenario named in ratio_of (a median of per-round
+	// ratios).
+	Groups     int      `json:"groups,omitempty"`
+	ViaNamesrv *bool    `json:"via_namesrv,omitempty"`
+	Rounds     int      `json:"rounds,omitempty"`
+	MaxMs      *float64 `json:"max_ms,omitempty"`
+	Ratio      *float64 `json:"ratio,omitempty"`
+	RatioOf    string   `json:"ratio_of,omitempty"`
+	// The CPU time of this process (the load's clients) in the measured
+	// window: where a client-side cost such as routing shows.
+	ClientCPUSPerMMsg *float64 `json:"client_cpu_s_per_m_msgs,omitempty"`
 	Skipped           bool     `json:"skipped,omitempty"`
 	Note              string   `json:"note,omitempty"`
 }
@@ -91,5 +105,13 @@ func (r *Result) setBrokerCPU(cpu0, cpu1 float64) {
 	r.BrokerCPUS = roundedPtr(cpu1 - cpu0)
 	if r.Msgs > 0 {
 		r.BrokerCPUSPerMMsg = roundedPtr((cpu1 - cpu0) / float64(r.Msgs) * 1e6)
+	}
+}
+
+// setClientCPU fills ClientCPUSPerMMsg from this process's CPU seconds at
+// the start and end of the window (negative: unknown).
+func (r *Result) setClientCPU(cpu0, cpu1 float64) {
+	if cpu0 >= 0 && cpu1 >= 0 && r.Msgs > 0 {
+		r.ClientCPUSPerMMsg = roundedPtr((cpu1 - cpu0) / float64(r.Msgs) * 1e6)
 	}
 }

@@ -22,6 +22,8 @@ func runScenario(ctx context.Context, o *Options, sc string, size int, stderr io
 		return runDiskProbe(ctx, o)
 	case "sync-master-64":
 		return runSyncMaster(ctx, o, size, stderr)
+	case "route-propagation", "groups-2-vs-1":
+		return runCluster(ctx, o, sc, size, stderr)
 	}
 	flush := "ASYNC_FLUSH"
 	if sc == "sync-flush-64" {
@@ -144,7 +146,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	case <-time.After(o.Warmup):
 	case <-ctx.Done():
 	}
-	cpu0 := b.cpu()
+	cpu0, client0 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles := startProfiles(o, b, sc, size, max(1, int(o.Duration.Seconds())), stderr)
 	rec.open()
 	var early error
@@ -154,7 +156,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	case <-ctx.Done():
 	}
 	rec.close()
-	cpu1 := b.cpu()
+	cpu1, client1 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles()
 	stopLoad()
 	if early == nil {
@@ -163,6 +165,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	res := rec.result(sc, size)
 	res.FlushMode = b.flushMode
 	res.setBrokerCPU(cpu0, cpu1)
+	res.setClientCPU(client0, client1)
 	if early != nil && ctx.Err() == nil {
 		return rec, res, early
 	}
@@ -177,7 +180,9 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 	if o.ProfileDir == "" {
 		return func() {}
 	}
-	name := func(kind string) string { return fmt.Sprintf("%s-%d-%s.pprof", sc, size, kind) }
+	// a cluster line's scenario is load/configuration: one file name
+	base := strings.ReplaceAll(sc, "/", "-")
+	name := func(kind string) string { return fmt.Sprintf("%s-%d-%s.pprof", base, size, kind) }
 	_ = b.profile(o.ProfileDir, name("allocs-before"), "allocs", 0)
 	var wg sync.WaitGroup
 	wg.Go(func() {
