@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,24 +40,7 @@ func startClusterBroker(t *testing.T, dir string, port, haPort int, ns string, f
 	args := append([]string{"broker", "--storePathRootDir", dir, "--listenPort", strconv.Itoa(port),
 		"--haListenPort", strconv.Itoa(haPort), "--namesrvAddr", ns}, e2eBaseFlags...)
 	args = append(append(args, clusterBrokerFlags...), flags...)
-	b.cmd = exec.Command(e2eBinary(t), args...)
-	b.cmd.Stdout, b.cmd.Stderr = b.stderr, b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	go func() {
-		b.err = b.cmd.Wait()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		if b.alive() {
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			t.Logf("broker %s (store %s) stderr:\n%s", b.addr, b.dir, b.stderr.String())
-		}
-	})
+	b.launch(e2eBinary(t), args)
 	if !b.waitReady(15 * time.Second) {
 		t.Fatalf("broker %s did not start; stderr:\n%s", b.addr, b.stderr.String())
 	}

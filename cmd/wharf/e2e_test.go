@@ -137,29 +137,7 @@ func startBroker(t *testing.T, dir string, flags ...string) *e2eBroker {
 		args := append([]string{"broker", "--storePathRootDir", dir,
 			"--listenPort", strconv.Itoa(ports[0]), "--haListenPort", strconv.Itoa(ports[1])}, e2eBaseFlags...)
 		args = append(args, flags...)
-		b.cmd = exec.Command(bin, args...)
-		b.cmd.Stdout = b.stderr // not a terminal: the broker prints no banner
-		b.cmd.Stderr = b.stderr
-		if err := b.cmd.Start(); err != nil {
-			t.Fatalf("start broker: %v", err)
-		}
-		go func() {
-			b.err = b.cmd.Wait()
-			close(b.done)
-		}()
-		t.Cleanup(func() {
-			if b.alive() {
-				_ = b.cmd.Process.Kill()
-				select {
-				case <-b.done:
-				case <-time.After(10 * time.Second):
-					t.Errorf("broker pid %d did not exit after SIGKILL", b.cmd.Process.Pid)
-				}
-			}
-			if t.Failed() {
-				t.Logf("broker %s (store %s) stderr:\n%s", b.addr, b.dir, b.stderr.String())
-			}
-		})
+		b.launch(bin, args)
 		if b.waitReady(15 * time.Second) {
 			return b
 		}
@@ -170,6 +148,34 @@ func startBroker(t *testing.T, dir string, flags ...string) *e2eBroker {
 	}
 	t.Fatalf("broker did not start; stderr:\n%s", last.stderr.String())
 	return nil
+}
+
+// launch starts the broker process with args, collects its output in
+// b.stderr, and kills it (and shows its output if the test failed) when the
+// test ends.
+func (b *e2eBroker) launch(bin string, args []string) {
+	t := b.t
+	b.cmd = exec.Command(bin, args...)
+	b.cmd.Stdout = b.stderr // not a terminal: the broker prints no banner
+	b.cmd.Stderr = b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	go func() {
+		b.err = b.cmd.Wait()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		if b.alive() {
+			_ = b.cmd.Process.Kill()
+			if !testwait.Chan(b.done, 10*time.Second) {
+				t.Errorf("broker pid %d did not exit after SIGKILL", b.cmd.Process.Pid)
+			}
+		}
+		if t.Failed() {
+			t.Logf("broker %s (store %s) stderr:\n%s", b.addr, b.dir, b.stderr.String())
+		}
+	})
 }
 
 // waitReady waits until this broker has logged that it listens on b.addr
