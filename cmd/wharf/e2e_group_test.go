@@ -36,7 +36,7 @@ func e2eGroupBroker(t *testing.T) *e2eBroker {
 // e2eMember starts a push consumer of group on topic.
 func e2eMember(t *testing.T, addr, group, topic, id string, h client.Handler, opts ...client.Option) *client.PushConsumer {
 	t.Helper()
-	all := append([]client.Option{client.WithClientID(id), client.WithConsumeFrom(client.ConsumeFromFirst),
+	all := append([]client.Option{client.WithLogger(e2eClientLogger(t)), client.WithClientID(id), client.WithConsumeFrom(client.ConsumeFromFirst),
 		client.WithPullSuspend(time.Second), client.WithCommitInterval(200 * time.Millisecond),
 		client.WithRetryLaterDelay(50 * time.Millisecond)}, opts...)
 	c, err := client.NewPushConsumer(addr, group, all...)
