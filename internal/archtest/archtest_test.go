@@ -57,6 +57,9 @@ var layers = map[string]layer{
 	"actors/namesrv": {imports: []string{std, mod("protocol")}},
 	// A broker's registration with its name servers: a leaf core too.
 	"actors/register": {imports: []string{std, mod("protocol")}},
+	// A broker's side of controller mode (role, lease, SyncStateSet):
+	// a leaf core with its own small types; the shell maps the wire's.
+	"actors/ctlagent": {imports: []string{std}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with
