@@ -115,9 +115,6 @@ func TestProducerRoundRobinOverGroups(t *testing.T) {
 	if _, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: []byte("q")}, ToQueue(1)); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("ToQueue on name-server routes: %v, want ErrInvalidParameter", err)
 	}
-	if _, err := NewPullConsumer("", "G", WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("NewPullConsumer on name-server routes: %v, want ErrInvalidParameter", err)
-	}
 	if _, err := NewProducer(c.brokers[0].Addr(), WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("NewProducer with an address and WithNameServer: %v, want ErrInvalidParameter", err)
 	}
