@@ -385,6 +385,12 @@ func TestRouteKeptWhileANameServerLacksTheTopic(t *testing.T) {
 	if got := routeBrokers(p, topic); !slices.Equal(got, []string{b.Addr()}) {
 		t.Fatalf("route after refreshes = %v, want [%s]", got, b.Addr())
 	}
+	p.ns.mu.Lock()
+	cur := p.ns.cur
+	p.ns.mu.Unlock()
+	if cur != 0 {
+		t.Errorf("the producer moved to name server %d for its other topics; want it to stay on the first, which answers", cur)
+	}
 
 	ns2.Stop() // ns1 still says TOPIC_NOT_EXIST; ns2 cannot answer
 	if err := send("y"); err != nil {
