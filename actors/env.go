@@ -76,6 +76,7 @@ type Config struct {
 	SlaveTimeout                  time.Duration // SYNC_MASTER wait before FLUSH_SLAVE_TIMEOUT
 	HASendHeartbeatInterval       time.Duration
 	HAHousekeepingInterval        time.Duration // close a silent link
+	HAReconnectMaxInterval        time.Duration // a slave's longest wait between dials of its master
 	HAMaxGapNotInSync             int64         // a slave further behind is not in sync
 	InSyncReplicas                int           // copies a SYNC_MASTER send needs, the master's included
 	HATransferBatchSize           int           // most log bytes per transfer to a slave
@@ -123,6 +124,7 @@ func DefaultConfig() Config {
 		SlaveTimeout:                   3 * time.Second,
 		HASendHeartbeatInterval:        5 * time.Second,
 		HAHousekeepingInterval:         20 * time.Second,
+		HAReconnectMaxInterval:         time.Second,
 		HAMaxGapNotInSync:              256 << 20,
 		InSyncReplicas:                 2,
 		HATransferBatchSize:            256 << 10,

@@ -86,7 +86,8 @@ func (a *writerActor) enterRole(now time.Time, drain string) {
 	switch {
 	case a.role.slave():
 		a.fol = ha.NewFollower(ha.FollowerConfig{BrokerName: a.cfg.BrokerName, BrokerID: a.role.brokerID, MasterAddr: a.role.master,
-			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval}, a.st, a.k.log)
+			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval,
+			ReconnectMax: a.cfg.HAReconnectMaxInterval}, a.st, a.k.log)
 		a.fol.Start(now)
 	default:
 		a.prepare()

@@ -115,9 +115,6 @@ func TestProducerRoundRobinOverGroups(t *testing.T) {
 	if _, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: []byte("q")}, ToQueue(1)); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("ToQueue on name-server routes: %v, want ErrInvalidParameter", err)
 	}
-	if _, err := NewPullConsumer("", "G", WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("NewPullConsumer on name-server routes: %v, want ErrInvalidParameter", err)
-	}
 	if _, err := NewProducer(c.brokers[0].Addr(), WithNameServer(c.nameServerList())); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("NewProducer with an address and WithNameServer: %v, want ErrInvalidParameter", err)
 	}
@@ -348,5 +345,67 @@ func TestProducerAsyncBatchOnewayOverGroups(t *testing.T) {
 		if b.Total(topic) < total/4 {
 			t.Errorf("group %s stored %d of %d: the sends do not spread over the groups", groupName(i), b.Total(topic), total)
 		}
+	}
+}
+
+// TestRouteKeptWhileANameServerLacksTheTopic: the name server a producer
+// asks first never got the registration of the group hosting the topic
+// (it was partitioned from it). Its TOPIC_NOT_EXIST does not fail the send
+// nor drop the route while the other server has it; with that server
+// gone too, the route the producer has is kept (nobody who could know
+// says it is gone); only when every name server answers TOPIC_NOT_EXIST
+// is the topic gone.
+func TestRouteKeptWhileANameServerLacksTheTopic(t *testing.T) {
+	const topic = "orders"
+	ns1, ns2 := brokertest.StartNameServer(t), brokertest.StartNameServer(t)
+	b := brokertest.Start(t, brokertest.WithAutoCreate(false))
+	b.CreateTopic(topic, 2)
+	b.RegisterWith(ns2, "c1", "g1")
+	p := newNSProducer(t, ns1.Addr()+";"+ns2.Addr())
+	ctx := testCtx(t)
+	send := func(what string) error {
+		t.Helper()
+		p.mu.Lock()
+		p.table.Stale(topic) // the next send asks the name servers again
+		p.mu.Unlock()
+		_, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: []byte(what)})
+		return err
+	}
+	for i := range 3 {
+		if err := send("x"); err != nil {
+			t.Fatalf("send %d while the first name server lacks the topic: %v", i, err)
+		}
+		if got := routeBrokers(p, topic); !slices.Equal(got, []string{b.Addr()}) {
+			t.Fatalf("route after send %d = %v, want [%s]", i, got, b.Addr())
+		}
+	}
+	for range 3 {
+		p.refreshAll() // what the refresher does every WithRouteRefresh
+	}
+	if got := routeBrokers(p, topic); !slices.Equal(got, []string{b.Addr()}) {
+		t.Fatalf("route after refreshes = %v, want [%s]", got, b.Addr())
+	}
+	p.ns.mu.Lock()
+	cur := p.ns.cur
+	p.ns.mu.Unlock()
+	if cur != 0 {
+		t.Errorf("the producer moved to name server %d for its other topics; want it to stay on the first, which answers", cur)
+	}
+
+	ns2.Stop() // ns1 still says TOPIC_NOT_EXIST; ns2 cannot answer
+	if err := send("y"); err != nil {
+		t.Fatalf("send with one name server gone and the other lacking the topic: %v", err)
+	}
+	if got := routeBrokers(p, topic); !slices.Equal(got, []string{b.Addr()}) {
+		t.Fatalf("route with one name server gone = %v, want [%s]", got, b.Addr())
+	}
+
+	// Every name server says TOPIC_NOT_EXIST: the topic is gone.
+	q := newNSProducer(t, ns1.Addr())
+	if _, err := q.Send(ctx, &protocol.Message{Topic: topic, Body: []byte("z")}); !errors.Is(err, ErrTopicNotExist) {
+		t.Errorf("send when every name server lacks the topic: %v, want ErrTopicNotExist", err)
+	}
+	if got := storedKeys([]*brokertest.Broker{b}, topic); len(got) != 4 {
+		t.Errorf("%d messages stored, want 4", len(got))
 	}
 }

@@ -116,9 +116,21 @@
 // assigns its own queues; the consumer consumes all it is given), on the
 // group's master with the group's slaves to read from while the master is
 // gone, offsets kept; broker groups that appear later are joined within
-// WithRouteRefresh. BrokerGroups gives each group's member. A
-// PullConsumer reads one broker group: it takes a broker address, not
-// WithNameServer.
+// WithRouteRefresh. BrokerGroups gives each group's member.
+//
+// A PullConsumer on name-server routes names a queue by broker group,
+// topic and queue id (MessageQueue): Queues lists a topic's readable
+// queues over every group hosting it, PullQueue, CommitQueueOffset,
+// QueryQueueOffset and QueueOffsets take one. Each group is read from its
+// master, or from its slaves (as the routes name them) while the master
+// is gone; offsets committed meanwhile go to a slave, which hands them on
+// to the master, and commits go to the master again once it answers. The
+// calls that take a topic and a queue id work while one group hosts the
+// topic.
+//
+// A TOPIC_NOT_EXIST from one name server is not taken as the topic's end:
+// the client asks the other servers, takes the first route one has, and
+// keeps a route it holds unless every name server says the topic is gone.
 //
 // An Admin with WithNameServer gets ClusterInfo (GET_BROKER_CLUSTER_INFO),
 // TopicRoute and CreateTopicInCluster (the topic on every live master of

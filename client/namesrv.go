@@ -93,17 +93,71 @@ func (n *nameServers) do(ctx context.Context, req protocol.Request, into protoco
 	return "", fmt.Errorf("name servers: %w", err)
 }
 
-// routeData asks for topic's route; the address is the server that gave it.
+// errNotEveryNameServer marks a TOPIC_NOT_EXIST that not every name
+// server confirmed: some could not be reached or did not answer in time.
+var errNotEveryNameServer = errors.New("not every name server answered")
+
+// routeData asks for topic's route; the address is the server that gave
+// it. It starts with the current server and moves on while a server
+// cannot be reached, as do does, and also while a server answers
+// TOPIC_NOT_EXIST: a server that missed the registrations of the groups
+// hosting a topic (partitioned from them, or restarted and not yet heard
+// from them) does not know it, and a client must not drop a route for
+// that while another server has it. A route from another server does not
+// make it the current one: the client's other topics stay on the
+// current server's table. The error wraps ErrTopicNotExist only if no
+// server had the topic, and also errNotEveryNameServer if some server
+// gave no answer.
 func (n *nameServers) routeData(ctx context.Context, topic string) (string, *protocol.RouteData, error) {
-	var rd protocol.RouteData
-	addr, err := n.do(ctx, &protocol.GetRouteInfoRequest{Topic: topic}, &rd)
-	if err != nil {
-		return addr, nil, fmt.Errorf("route of topic %s: %w", topic, err)
+	n.mu.Lock()
+	first := n.cur
+	n.mu.Unlock()
+	var notExist, lastErr error
+	silent := 0
+	for i := range n.conns {
+		k := (first + i) % len(n.conns)
+		c := n.conns[k]
+		var rd protocol.RouteData
+		_, err := c.do(ctx, &protocol.GetRouteInfoRequest{Topic: topic}, &rd, n.o.timeout)
+		switch {
+		case err == nil:
+			if i > 0 && notExist == nil { // the ones before could not be reached
+				n.setCurrent(k)
+			}
+			if rd.Topic == "" {
+				rd.Topic = topic
+			}
+			return c.addr, &rd, nil
+		case errors.Is(err, ErrTopicNotExist):
+			if notExist == nil {
+				notExist = err
+				n.setCurrent(k)
+			}
+		case errors.Is(err, ErrBrokerUnavailable) || errors.Is(err, ErrTimeout):
+			silent++
+			lastErr = err
+		default:
+			return c.addr, nil, fmt.Errorf("route of topic %s: %w", topic, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if rd.Topic == "" {
-		rd.Topic = topic
+	switch {
+	case notExist == nil:
+		return "", nil, fmt.Errorf("route of topic %s: name servers: %w", topic, lastErr)
+	case silent > 0:
+		return "", nil, fmt.Errorf("route of topic %s: %w (%w: %d of %d)", topic, notExist, errNotEveryNameServer, silent, len(n.conns))
 	}
-	return addr, &rd, nil
+	return "", nil, fmt.Errorf("route of topic %s: %w (every name server says so)", topic, notExist)
+}
+
+// setCurrent makes server k the one asked first: the first server that
+// answered a call, whatever its answer.
+func (n *nameServers) setCurrent(k int) {
+	n.mu.Lock()
+	n.cur = k
+	n.mu.Unlock()
 }
 
 // clusterInfo lists the brokers the current name server knows.

@@ -300,7 +300,9 @@ func WithMasterRetryInterval(d time.Duration) Option { return func(o *options) {
 // routes every WithRouteRefresh, at once when a connection to a broker
 // breaks, and when a broker says TOPIC_NOT_EXIST. It never goes back to a
 // route older than one it took from the same name server (see client's
-// package doc). An Admin gets ClusterInfo, TopicRoute and
+// package doc). A PushConsumer is a member on every broker group hosting
+// its topics; a PullConsumer names queues by group (MessageQueue, Queues).
+// An Admin gets ClusterInfo, TopicRoute and
 // CreateTopicInCluster; its single-broker calls need a broker address.
 func WithNameServer(list string) Option { return func(o *options) { o.nameServers = list } }
 

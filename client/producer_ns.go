@@ -160,6 +160,10 @@ func (p *Producer) refreshAll() {
 // ignores. A route without writable queues is stale at once: every
 // attempt asks again until a group has a master.
 //
+// A topic is taken as gone only when no name server has it (see
+// nameServers.routeData); while some server cannot be reached and the
+// others say TOPIC_NOT_EXIST, a route the producer has is kept.
+//
 // A topic no group hosts (TOPIC_NOT_EXIST) is created on first send on
 // every master that registers the AutoCreateTopic route (brokers with
 // autoCreateTopicEnable do): the producer asks each to create it, with as
@@ -170,6 +174,13 @@ func (p *Producer) refreshAll() {
 // route is stale at once, so the next attempt asks for the topic's own.
 func (p *Producer) fetchNSRoute(ctx context.Context, topic string) (sendpath.Route, error) {
 	ns, rd, err := p.ns.routeData(ctx, topic)
+	if errors.Is(err, errNotEveryNameServer) && p.knows(topic) {
+		// The servers that answered do not know the topic, but the ones
+		// that did not may: keep the route (a version-0 route changes
+		// nothing) rather than drop one that may be right.
+		p.o.logger.Debug("wharf client: route kept: not every name server says the topic is gone", "topic", topic, "err", err)
+		return sendpath.Route{Topic: topic}, nil
+	}
 	if errors.Is(err, ErrTopicNotExist) && topic != protocol.AutoCreateTopic {
 		auto, aerr := p.fetchNSRoute(ctx, protocol.AutoCreateTopic)
 		if aerr != nil || len(auto.Queues) == 0 {
@@ -194,6 +205,14 @@ func (p *Producer) fetchNSRoute(ctx context.Context, topic string) (sendpath.Rou
 		r.Fetched = time.Time{}
 	}
 	return r, nil
+}
+
+// knows reports whether the producer has a route with queues for topic.
+func (p *Producer) knows(topic string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.table.Route(topic)
+	return ok && len(r.Queues) > 0
 }
 
 // observe reports the latency of an answer f (nil: none came; the failure

@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -47,16 +49,29 @@ type PullResult struct {
 
 // PullConsumer reads queues explicitly: the caller chooses topic, queue and
 // offset and keeps track of them. It is safe for concurrent use; concurrent
-// pulls share one connection, and a long-polling pull does not delay others.
+// pulls share one connection per broker, and a long-polling pull does not
+// delay others.
+//
+// On one broker group (NewPullConsumer(addr)) a queue is a topic and a
+// queue id. On name-server routes (WithNameServer) a topic's queues are
+// spread over broker groups, each numbering its own from 0: Queues lists
+// them as MessageQueues (group, topic, id), and PullQueue,
+// CommitQueueOffset, QueryQueueOffset and QueueOffsets take one. The
+// methods that take a topic and a queue id work there too while one group
+// hosts the topic.
 type PullConsumer struct {
 	o     options
-	r     *replicas
+	r     *replicas   // one broker group (NewPullConsumer(addr))
+	cl    *pullGroups // name-server routes (WithNameServer)
 	group string
 }
 
 // NewPullConsumer connects to the broker at addr for consumer group group.
 // With WithSlaveAddrs it also reads from addr's slaves (and starts even if
-// addr is unreachable, as long as a slave answers).
+// addr is unreachable, as long as a slave answers). With WithNameServer and
+// an empty addr it reads every broker group of the routes instead: each
+// group's master, or its slaves (as the routes name them) while the
+// master is gone; WithSlaveAddrs is ignored then.
 func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) {
 	if group == "" {
 		return nil, fmt.Errorf("wharf client: empty consumer group")
@@ -65,15 +80,20 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	if err != nil {
 		return nil, err
 	}
-	if o.nameServers != "" {
-		// Its calls name a queue by topic and id, which repeat across
-		// broker groups.
-		return nil, fmt.Errorf("%w: a PullConsumer reads one broker group: give its address, not WithNameServer", ErrInvalidParameter)
-	}
 	pc := &PullConsumer{o: o, group: group}
-	pc.r = newReplicas(addr, &pc.o, func() protocol.Request {
+	hello := func() protocol.Request {
 		return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: group}}}
-	})
+	}
+	if o.nameServers != "" {
+		if addr != "" {
+			return nil, fmt.Errorf("%w: a broker address (%s) and WithNameServer: give one of them", ErrInvalidParameter, addr)
+		}
+		if pc.cl, err = newPullGroups(&pc.o, hello); err != nil {
+			return nil, err
+		}
+		return pc, nil
+	}
+	pc.r = newReplicas(addr, &pc.o, hello)
 	if err := pc.r.connect(context.Background()); err != nil {
 		pc.r.close()
 		return nil, err
@@ -81,8 +101,12 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	return pc, nil
 }
 
-// Close fails calls in flight with ErrClosed and closes the connection.
+// Close fails calls in flight with ErrClosed and closes the connections.
 func (pc *PullConsumer) Close() error {
+	if pc.cl != nil {
+		pc.cl.close()
+		return nil
+	}
 	pc.r.close()
 	return nil
 }
@@ -95,8 +119,63 @@ func (pc *PullConsumer) Group() string { return pc.group }
 // until a message arrives or the suspend time passes (then PullNoNewMsg).
 // PullNoNewMsg, PullNoMatchedMsg and PullOffsetIllegal are results, not
 // errors: continue from NextBeginOffset. Other statuses are *StatusError.
+// It is PullQueue of the queue without a broker group.
 func (pc *PullConsumer) Pull(ctx context.Context, topic string, queueID int32, offset int64, maxNums int32, opts PullOptions) (PullResult, error) {
-	return pc.r.pull(ctx, pc.group, topic, queueID, offset, maxNums, opts)
+	return pc.PullQueue(ctx, MessageQueue{Topic: topic, QueueID: queueID}, offset, maxNums, opts)
+}
+
+// PullQueue is Pull of the queue mq.
+func (pc *PullConsumer) PullQueue(ctx context.Context, mq MessageQueue, offset int64, maxNums int32, opts PullOptions) (PullResult, error) {
+	var res PullResult
+	err := pc.on(ctx, mq, func(r *replicas) (err error) {
+		res, err = r.pull(ctx, pc.group, mq.Topic, mq.QueueID, offset, maxNums, opts)
+		return err
+	})
+	return res, err
+}
+
+// Queues lists topic's readable queues: on name-server routes those of
+// every broker group hosting it (as the routes have them now), by group
+// and queue id; on one broker group its read queues, without a group name.
+func (pc *PullConsumer) Queues(ctx context.Context, topic string) ([]MessageQueue, error) {
+	if pc.cl != nil {
+		tq, err := pc.cl.queues(ctx, topic, true)
+		if err != nil {
+			return nil, err
+		}
+		return slices.Clone(tq.queues), nil
+	}
+	var tc protocol.TopicConfig
+	err := pc.r.do(ctx, func(c *conn) (err error) {
+		tc, err = c.topicConfig(ctx, topic)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	qs := make([]MessageQueue, tc.ReadQueueNums)
+	for i := range qs {
+		qs[i] = MessageQueue{Topic: topic, QueueID: int32(i)}
+	}
+	return qs, nil
+}
+
+// on runs call on the replicas of mq's broker group. A group that could
+// not be reached has the topic's route read again at the next call (its
+// brokers may have moved).
+func (pc *PullConsumer) on(ctx context.Context, mq MessageQueue, call func(*replicas) error) error {
+	if pc.cl == nil {
+		return call(pc.r)
+	}
+	r, err := pc.cl.resolve(ctx, mq)
+	if err != nil {
+		return err
+	}
+	err = call(r)
+	if errors.Is(err, ErrBrokerUnavailable) {
+		pc.cl.stale(mq.Topic)
+	}
+	return err
 }
 
 func pull(ctx context.Context, c *conn, group, topic string, queueID int32, offset int64, maxNums int32, opts PullOptions) (PullResult, error) {
@@ -166,38 +245,72 @@ func pull(ctx context.Context, c *conn, group, topic string, queueID int32, offs
 }
 
 // CommitOffset commits offset (the next offset to consume) of one queue for
-// the consumer's group and waits for the broker to acknowledge it.
+// the consumer's group and waits for the broker to acknowledge it. It is
+// CommitQueueOffset of the queue without a broker group.
 func (pc *PullConsumer) CommitOffset(ctx context.Context, topic string, queueID int32, offset int64) error {
-	return pc.r.do(ctx, func(c *conn) error { return c.updateConsumerOffset(ctx, pc.group, topic, queueID, offset) })
+	return pc.CommitQueueOffset(ctx, MessageQueue{Topic: topic, QueueID: queueID}, offset)
+}
+
+// CommitQueueOffset commits offset of the queue mq on its group's master,
+// or on a slave while the master cannot be reached (the slave hands it on
+// to the master through replication); commits go to the master again once
+// it answers.
+func (pc *PullConsumer) CommitQueueOffset(ctx context.Context, mq MessageQueue, offset int64) error {
+	return pc.on(ctx, mq, func(r *replicas) error {
+		return r.do(ctx, func(c *conn) error { return c.updateConsumerOffset(ctx, pc.group, mq.Topic, mq.QueueID, offset) })
+	})
 }
 
 // QueryOffset returns the group's committed offset of one queue, or an
-// error wrapping ErrNotFound if the group has none.
+// error wrapping ErrNotFound if the group has none. It is
+// QueryQueueOffset of the queue without a broker group.
 func (pc *PullConsumer) QueryOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
+	return pc.QueryQueueOffset(ctx, MessageQueue{Topic: topic, QueueID: queueID})
+}
+
+// QueryQueueOffset returns the group's committed offset of the queue mq.
+func (pc *PullConsumer) QueryQueueOffset(ctx context.Context, mq MessageQueue) (int64, error) {
 	var off int64
-	err := pc.r.do(ctx, func(c *conn) (err error) {
-		off, err = c.queryConsumerOffset(ctx, pc.group, topic, queueID)
-		return err
+	err := pc.on(ctx, mq, func(r *replicas) error {
+		return r.do(ctx, func(c *conn) (err error) {
+			off, err = c.queryConsumerOffset(ctx, pc.group, mq.Topic, mq.QueueID)
+			return err
+		})
 	})
 	return off, err
 }
 
 // MinOffset returns the queue's oldest stored offset.
 func (pc *PullConsumer) MinOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
-	var off int64
-	err := pc.r.do(ctx, func(c *conn) (err error) {
-		off, err = c.minOffset(ctx, topic, queueID)
-		return err
-	})
-	return off, err
+	lo, _, err := pc.offsets(ctx, MessageQueue{Topic: topic, QueueID: queueID}, true, false)
+	return lo, err
 }
 
 // MaxOffset returns the queue's max offset (the offset of the next message).
 func (pc *PullConsumer) MaxOffset(ctx context.Context, topic string, queueID int32) (int64, error) {
-	var off int64
-	err := pc.r.do(ctx, func(c *conn) (err error) {
-		off, err = c.maxOffset(ctx, topic, queueID)
-		return err
+	_, hi, err := pc.offsets(ctx, MessageQueue{Topic: topic, QueueID: queueID}, false, true)
+	return hi, err
+}
+
+// QueueOffsets returns the queue mq's oldest stored offset and its max
+// offset (the offset of the next message).
+func (pc *PullConsumer) QueueOffsets(ctx context.Context, mq MessageQueue) (minOffset, maxOffset int64, err error) {
+	return pc.offsets(ctx, mq, true, true)
+}
+
+func (pc *PullConsumer) offsets(ctx context.Context, mq MessageQueue, lo, hi bool) (minOff, maxOff int64, err error) {
+	err = pc.on(ctx, mq, func(r *replicas) error {
+		return r.do(ctx, func(c *conn) (err error) {
+			if lo {
+				if minOff, err = c.minOffset(ctx, mq.Topic, mq.QueueID); err != nil {
+					return err
+				}
+			}
+			if hi {
+				maxOff, err = c.maxOffset(ctx, mq.Topic, mq.QueueID)
+			}
+			return err
+		})
 	})
-	return off, err
+	return minOff, maxOff, err
 }

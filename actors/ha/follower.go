@@ -17,7 +17,23 @@ type FollowerConfig struct {
 	MasterAddr           string        // haMasterAddress: host:haListenPort
 	HousekeepingInterval time.Duration // close a link the master is silent on
 	MetadataInterval     time.Duration // offsets committed here, back to the master
+	// ReconnectMax caps the redial backoff (haReconnectMaxInterval; 0:
+	// DefaultReconnectMax). It bounds how long a slave stays away from a
+	// master that restarted: once the master listens again, the slave is
+	// back within ReconnectMax.
+	ReconnectMax time.Duration
 }
+
+// Redial backoff: the first retry comes after firstRetry, each failed
+// dial doubles the wait up to FollowerConfig.ReconnectMax, and a link
+// that opens starts it over. A restarting master is usually back within
+// a second, so a short cap costs a few refused dials on loopback or LAN
+// and saves seconds of unreplicated writes.
+const (
+	firstRetry = 250 * time.Millisecond
+	// DefaultReconnectMax is the cap when the configuration gives none.
+	DefaultReconnectMax = time.Second
+)
 
 // FollowerReady is what the Follower asks the shell to do.
 type FollowerReady struct {
@@ -57,8 +73,15 @@ type Follower struct {
 
 // NewFollower returns the follower of st's log.
 func NewFollower(cfg FollowerConfig, st *storage.Store, log *slog.Logger) *Follower {
-	return &Follower{cfg: cfg, st: st, log: log, backoff: time.Second}
+	if cfg.ReconnectMax <= 0 {
+		cfg.ReconnectMax = DefaultReconnectMax
+	}
+	f := &Follower{cfg: cfg, st: st, log: log}
+	f.resetBackoff()
+	return f
 }
+
+func (f *Follower) resetBackoff() { f.backoff = min(firstRetry, f.cfg.ReconnectMax) }
 
 // Ready returns what to do since the last call.
 func (f *Follower) Ready() FollowerReady {
@@ -99,7 +122,7 @@ func (f *Follower) Dialed(now time.Time, id uint64, err error) {
 		return
 	}
 	f.link = id
-	f.backoff = time.Second
+	f.resetBackoff()
 	f.lastHeard = now
 	f.status = "connected to master " + f.cfg.MasterAddr
 	f.log.Info("connected to master", "master", f.cfg.MasterAddr, "from", f.st.CommitLog().MaxOffset())
@@ -108,7 +131,7 @@ func (f *Follower) Dialed(now time.Time, id uint64, err error) {
 
 func (f *Follower) retry() {
 	f.rd.RetryIn = f.backoff
-	f.backoff = min(2*f.backoff, 10*time.Second)
+	f.backoff = min(2*f.backoff, f.cfg.ReconnectMax)
 }
 
 // Gone reports that connection id closed.

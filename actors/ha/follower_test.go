@@ -2,6 +2,7 @@ package ha
 
 import (
 	"bytes"
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -42,54 +43,115 @@ func reported(t *testing.T, sends []protocol.Request) *protocol.HAReportRequest 
 	return rep
 }
 
-// TestFollowerDial: Start dials; failed dials retry after 1s, 2s, 4s, ...
-// at most 10s; a link resets the backoff.
+// TestFollowerDial: Start dials; failed dials retry after 250ms, 500ms,
+// ... doubling up to ReconnectMax (default 1s); a link resets the backoff.
 func TestFollowerDial(t *testing.T) {
-	f := NewFollower(folConfig(), openStore(t, smallSeg), quiet)
-	f.Start(t0)
-	if rd := f.Ready(); !rd.Dial || rd.DialAddr != "master:10912" || rd.RetryIn != 0 {
-		t.Fatalf("start: %+v", rd)
+	ms := func(ds ...time.Duration) []time.Duration {
+		for i := range ds {
+			ds[i] *= time.Millisecond
+		}
+		return ds
 	}
-	f.Start(t0)
-	f.Reconnect(t0)
-	if rd := f.Ready(); rd.Dial {
-		t.Fatal("a second dial while one is in flight")
-	}
-	fail := func(want time.Duration) {
-		t.Helper()
-		f.Dialed(t0, 0, errDial)
+	for _, tt := range []struct {
+		max   time.Duration
+		waits []time.Duration // the retries of failed dials in a row
+	}{
+		{0, ms(250, 500, 1000, 1000, 1000)},
+		{10 * time.Second, ms(250, 500, 1000, 2000, 4000, 8000, 10000, 10000)},
+		{100 * time.Millisecond, ms(100, 100, 100)},
+	} {
+		cfg := folConfig()
+		cfg.ReconnectMax = tt.max
+		f := NewFollower(cfg, openStore(t, smallSeg), quiet)
+		f.Start(t0)
+		if rd := f.Ready(); !rd.Dial || rd.DialAddr != "master:10912" || rd.RetryIn != 0 {
+			t.Fatalf("start: %+v", rd)
+		}
+		f.Start(t0)
+		f.Reconnect(t0)
+		if rd := f.Ready(); rd.Dial {
+			t.Fatal("a second dial while one is in flight")
+		}
+		fail := func(want time.Duration) {
+			t.Helper()
+			f.Dialed(t0, 0, errDial)
+			rd := f.Ready()
+			if rd.RetryIn != want || rd.Dial || len(rd.Sends) != 0 || !strings.Contains(f.Status(), "connecting to master master:10912: refused") {
+				t.Fatalf("max %v: failed dial: retry in %v (want %v), %+v, status %q", tt.max, rd.RetryIn, want, rd, f.Status())
+			}
+			f.Reconnect(t0)
+			if rd := f.Ready(); !rd.Dial {
+				t.Fatal("the retry does not dial")
+			}
+		}
+		for _, d := range tt.waits {
+			fail(d)
+		}
+		f.Dialed(t0, 7, nil)
 		rd := f.Ready()
-		if rd.RetryIn != want || rd.Dial || len(rd.Sends) != 0 || !strings.Contains(f.Status(), "connecting to master master:10912: refused") {
-			t.Fatalf("failed dial: retry in %v (want %v), %+v, status %q", rd.RetryIn, want, rd, f.Status())
+		if rep := reported(t, rd.Sends); rep.MaxOffset != 0 || rep.BrokerID != 1 || rep.SegmentSize != smallSeg || rd.RetryIn != 0 {
+			t.Fatalf("link open: %+v, report %+v", rd, rep)
+		}
+		if f.Link() != 7 || !strings.HasPrefix(f.Status(), "connected to master") {
+			t.Fatalf("link %d, status %q", f.Link(), f.Status())
 		}
 		f.Reconnect(t0)
-		if rd := f.Ready(); !rd.Dial {
-			t.Fatal("the retry does not dial")
+		f.Gone(8) // not the link
+		if rd := f.Ready(); rd.Dial || rd.RetryIn != 0 || f.Link() != 7 {
+			t.Fatalf("reconnect or another connection's close while linked: %+v", rd)
+		}
+		f.Gone(7)
+		if rd := f.Ready(); rd.RetryIn != tt.waits[0] || f.Link() != 0 || !strings.HasPrefix(f.Status(), "disconnected") {
+			t.Fatalf("link closed: %+v, status %q", rd, f.Status())
+		}
+		f.Reconnect(t0)
+		f.Ready()
+		fail(tt.waits[1]) // the backoff starts over after a link
+	}
+}
+
+// TestFollowerRejoinBound: however long a master is away, the slave dials
+// it again within ReconnectMax of its coming back (on virtual time: the
+// shell arms RetryIn and calls Reconnect when it fires).
+func TestFollowerRejoinBound(t *testing.T) {
+	for _, tt := range []struct {
+		max, down time.Duration
+	}{
+		{0, 300 * time.Millisecond},
+		{0, 7 * time.Second},
+		{0, 90 * time.Second},
+		{2 * time.Second, 33 * time.Second},
+		{300 * time.Millisecond, 5 * time.Second},
+	} {
+		cfg := folConfig()
+		cfg.ReconnectMax = tt.max
+		bound := cmp.Or(tt.max, DefaultReconnectMax)
+		f := NewFollower(cfg, openStore(t, smallSeg), quiet)
+		f.Start(t0)
+		f.Ready()
+		f.Dialed(t0, 3, nil)
+		f.Gone(3) // the master stopped at t0 and listens again at t0+down
+		back := t0.Add(tt.down)
+		now := t0
+		for {
+			rd := f.Ready()
+			if rd.RetryIn <= 0 || rd.RetryIn > bound {
+				t.Fatalf("max %v: retry in %v, want in (0, %v]", tt.max, rd.RetryIn, bound)
+			}
+			now = now.Add(rd.RetryIn)
+			f.Reconnect(now)
+			if rd := f.Ready(); !rd.Dial {
+				t.Fatal("the retry does not dial")
+			}
+			if !now.Before(back) {
+				break
+			}
+			f.Dialed(now, 0, errDial)
+		}
+		if late := now.Sub(back); late > bound {
+			t.Errorf("max %v, master away %v: dialed %v after it came back, want within %v", tt.max, tt.down, late, bound)
 		}
 	}
-	for _, d := range []time.Duration{1, 2, 4, 8, 10, 10} {
-		fail(d * time.Second)
-	}
-	f.Dialed(t0, 7, nil)
-	rd := f.Ready()
-	if rep := reported(t, rd.Sends); rep.MaxOffset != 0 || rep.BrokerID != 1 || rep.SegmentSize != smallSeg || rd.RetryIn != 0 {
-		t.Fatalf("link open: %+v, report %+v", rd, rep)
-	}
-	if f.Link() != 7 || !strings.HasPrefix(f.Status(), "connected to master") {
-		t.Fatalf("link %d, status %q", f.Link(), f.Status())
-	}
-	f.Reconnect(t0)
-	f.Gone(8) // not the link
-	if rd := f.Ready(); rd.Dial || rd.RetryIn != 0 || f.Link() != 7 {
-		t.Fatalf("reconnect or another connection's close while linked: %+v", rd)
-	}
-	f.Gone(7)
-	if rd := f.Ready(); rd.RetryIn != time.Second || f.Link() != 0 || !strings.HasPrefix(f.Status(), "disconnected") {
-		t.Fatalf("link closed: %+v, status %q", rd, f.Status())
-	}
-	f.Reconnect(t0)
-	f.Ready()
-	fail(2 * time.Second) // the backoff starts over after a link
 }
 
 var errDial = dialError("refused")

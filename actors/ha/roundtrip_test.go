@@ -126,7 +126,7 @@ func TestRoundTrip(t *testing.T) {
 					w.r.Ready()
 					w.r.Gone(w.id)
 					w.f.Gone(w.id)
-					if rd := w.f.Ready(); rd.RetryIn != time.Second {
+					if rd := w.f.Ready(); rd.RetryIn != firstRetry {
 						t.Fatalf("the slave does not retry: %+v", rd)
 					}
 					w.f.Reconnect(w.now)

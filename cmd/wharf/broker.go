@@ -108,6 +108,7 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.SlaveTimeout = c.SlaveTimeout.Duration()
 	a.HASendHeartbeatInterval = c.HASendHeartbeatInterval.Duration()
 	a.HAHousekeepingInterval = c.HAHousekeepingInterval.Duration()
+	a.HAReconnectMaxInterval = c.HAReconnectMaxInterval.Duration()
 	a.HAMaxGapNotInSync = c.HAMaxGapNotInSync
 	a.InSyncReplicas = c.InSyncReplicas
 	a.HACatchUpFromLastSegment = c.HASlaveCatchUpFromLastSegment

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,13 +41,24 @@ type groupDescribeJSON struct {
 	MessageModel     string            `json:"message_model"`
 	AllocateStrategy string            `json:"allocate_strategy"`
 	ConsumeOrderly   bool              `json:"consume_orderly"`
-	Generation       int64             `json:"generation"`
+	Generation       int64             `json:"generation"`              // with --namesrv: the first broker group's
+	BrokerGroups     []groupCoordJSON  `json:"broker_groups,omitempty"` // with --namesrv
 	Members          []groupMemberJSON `json:"members"`
 	Queues           []groupQueueJSON  `json:"queues"`
 	Lag              int64             `json:"lag"`
 }
 
+// groupCoordJSON is one broker group's coordinator of the group.
+type groupCoordJSON struct {
+	BrokerGroup string `json:"broker_group"`
+	BrokerAddr  string `json:"broker_addr"`
+	Generation  int64  `json:"generation"`
+	Members     int    `json:"members"`
+	Lag         int64  `json:"lag"`
+}
+
 type groupMemberJSON struct {
+	BrokerGroup     string         `json:"broker_group,omitempty"` // with --namesrv
 	ClientID        string         `json:"client_id"`
 	Address         string         `json:"address"`
 	LastHeartbeatMs int64          `json:"last_heartbeat_ms"`
@@ -58,6 +71,7 @@ type queueRefJSON struct {
 }
 
 type groupQueueJSON struct {
+	BrokerGroup     string `json:"broker_group,omitempty"` // with --namesrv
 	Topic           string `json:"topic"`
 	QueueID         int32  `json:"queue_id"`
 	Owner           string `json:"owner"`
@@ -74,12 +88,16 @@ func newGroupCmd() *cobra.Command {
 		Long: `Show the consumer groups the broker coordinates.
 
   wharf group list [--broker ADDR | --namesrv "a:9876;b:9876"] [--json]
-  wharf group describe --group G [--broker ADDR] [--json]
+  wharf group describe --group G [--broker ADDR | --namesrv "a:9876;b:9876"] [--json]
 
-With --namesrv, list asks every broker group of the cluster (its master,
-else a slave) and shows each consumer group once per broker group, with
-that broker's members and lag (each broker coordinates its own queues);
---json adds broker_group. describe reads one broker: give --broker.
+With --namesrv, both ask every broker group of the cluster (its master,
+else a slave): each broker coordinates its own queues. list shows each
+consumer group once per broker group, with that broker's members and lag.
+describe shows the group on every broker group it is known to, with the
+broker group as the first column of the members and queues, each broker
+group's coordinator (address, generation, members, lag) and the total lag;
+--json adds broker_group to groups, members and queues, and broker_groups
+[{broker_group, broker_addr, generation, members, lag}].
 
 list shows each group's message model, member count, topics and total lag.
 describe shows the members with their assigned queues, then per queue its
@@ -165,25 +183,26 @@ func newGroupDescribeCmd() *cobra.Command {
 			if o.group == "" {
 				return errors.New("--group is required")
 			}
+			if err := o.checkTarget(); err != nil {
+				return err
+			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
-			a, err := o.admin(stderr)
-			if err != nil {
-				return err
+			var ds []describedGroup
+			var err error
+			if o.onCluster() {
+				ds, err = describeGroupInCluster(ctx, stderr, &o)
+			} else {
+				ds, err = describeGroupOn(ctx, stderr, &o)
 			}
-			defer a.Close()
-			d, err := a.DescribeGroup(ctx, o.group)
 			if err != nil {
-				if errors.Is(err, client.ErrNotFound) {
-					return fmt.Errorf("consumer group %q: not found on %s", o.group, o.broker)
-				}
 				return err
 			}
 			if o.json {
-				return cliWriteJSON(stdout, groupDescriptionJSON(d))
+				return cliWriteJSON(stdout, groupDescriptionJSON(ds))
 			}
-			printGroupDescription(stdout, d)
+			printGroupDescription(stdout, ds)
 			return nil
 		},
 	}
@@ -193,73 +212,135 @@ func newGroupDescribeCmd() *cobra.Command {
 	return cmd
 }
 
-func groupDescriptionJSON(d protocol.ConsumerGroupDescription) groupDescribeJSON {
-	out := groupDescribeJSON{
-		Group: d.Group, MessageModel: d.MessageModel, AllocateStrategy: d.AllocateStrategy,
-		ConsumeOrderly: d.ConsumeOrderly, Generation: d.Generation,
-		Members: make([]groupMemberJSON, 0, len(d.Members)), Queues: make([]groupQueueJSON, 0, len(d.Queues)),
+// describedGroup is the group as one broker coordinates it.
+type describedGroup struct {
+	brokerGroup string // "" with --broker
+	addr        string
+	d           protocol.ConsumerGroupDescription
+}
+
+// describeGroupOn describes the group on --broker.
+func describeGroupOn(ctx context.Context, stderr io.Writer, o *groupFlags) ([]describedGroup, error) {
+	a, err := client.NewAdmin(o.broker, o.clientOptions(stderr)...)
+	if err != nil {
+		return nil, err
 	}
-	for _, m := range d.Members {
-		mj := groupMemberJSON{ClientID: m.ClientID, Address: m.Address, LastHeartbeatMs: m.LastHeartbeatMs,
-			Queues: make([]queueRefJSON, 0, len(m.Queues))}
-		for _, q := range m.Queues {
-			mj.Queues = append(mj.Queues, queueRefJSON{q.Topic, q.QueueID})
+	defer a.Close()
+	d, err := a.DescribeGroup(ctx, o.group)
+	if err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil, fmt.Errorf("consumer group %q: not found on %s", o.group, o.broker)
 		}
-		out.Members = append(out.Members, mj)
+		return nil, err
 	}
-	for _, q := range d.Queues {
-		out.Queues = append(out.Queues, groupQueueJSON{q.Topic, q.QueueID, q.Owner, q.Pending, q.CommittedOffset, q.MaxOffset, q.Lag})
-		out.Lag += q.Lag
+	return []describedGroup{{addr: o.broker, d: d}}, nil
+}
+
+func groupDescriptionJSON(ds []describedGroup) groupDescribeJSON {
+	d0 := ds[0].d
+	out := groupDescribeJSON{
+		Group: d0.Group, MessageModel: d0.MessageModel, AllocateStrategy: d0.AllocateStrategy,
+		ConsumeOrderly: d0.ConsumeOrderly, Generation: d0.Generation,
+		Members: []groupMemberJSON{}, Queues: []groupQueueJSON{},
+	}
+	for _, dg := range ds {
+		d := dg.d
+		var lag int64
+		for _, m := range d.Members {
+			mj := groupMemberJSON{BrokerGroup: dg.brokerGroup, ClientID: m.ClientID, Address: m.Address, LastHeartbeatMs: m.LastHeartbeatMs,
+				Queues: make([]queueRefJSON, 0, len(m.Queues))}
+			for _, q := range m.Queues {
+				mj.Queues = append(mj.Queues, queueRefJSON{q.Topic, q.QueueID})
+			}
+			out.Members = append(out.Members, mj)
+		}
+		for _, q := range d.Queues {
+			out.Queues = append(out.Queues, groupQueueJSON{dg.brokerGroup, q.Topic, q.QueueID, q.Owner, q.Pending, q.CommittedOffset, q.MaxOffset, q.Lag})
+			lag += q.Lag
+		}
+		out.Lag += lag
+		if dg.brokerGroup != "" {
+			out.BrokerGroups = append(out.BrokerGroups, groupCoordJSON{dg.brokerGroup, dg.addr, d.Generation, len(d.Members), lag})
+		}
 	}
 	return out
 }
 
-func printGroupDescription(w io.Writer, d protocol.ConsumerGroupDescription) {
+// printGroupDescription prints the group as ds's brokers coordinate it;
+// with broker groups (--namesrv) each row says which.
+func printGroupDescription(w io.Writer, ds []describedGroup) {
+	d0, cluster := ds[0].d, ds[0].brokerGroup != ""
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "group\t%s\n", d.Group)
-	fmt.Fprintf(tw, "model\t%s\n", d.MessageModel)
-	fmt.Fprintf(tw, "allocate\t%s\n", d.AllocateStrategy)
-	fmt.Fprintf(tw, "orderly\t%v\n", d.ConsumeOrderly)
-	fmt.Fprintf(tw, "generation\t%d\n", d.Generation)
-	tw.Flush()
-
-	fmt.Fprintf(w, "\nmembers (%d)\n", len(d.Members))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIENT ID\tADDRESS\tLAST HEARTBEAT\tQUEUES")
-	for _, m := range d.Members {
-		hb := "-"
-		if m.LastHeartbeatMs > 0 {
-			hb = fmt.Sprintf("%.1fs ago", max(0, time.Since(time.UnixMilli(m.LastHeartbeatMs)).Seconds()))
-		}
-		addr := m.Address
-		if addr == "" {
-			addr = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ClientID, addr, hb, formatQueueRefs(m.Queues))
+	fmt.Fprintf(tw, "group\t%s\n", d0.Group)
+	fmt.Fprintf(tw, "model\t%s\n", d0.MessageModel)
+	fmt.Fprintf(tw, "allocate\t%s\n", d0.AllocateStrategy)
+	fmt.Fprintf(tw, "orderly\t%v\n", d0.ConsumeOrderly)
+	if !cluster {
+		fmt.Fprintf(tw, "generation\t%d\n", d0.Generation)
 	}
 	tw.Flush()
-
-	fmt.Fprintf(w, "\nqueues (%d)\n", len(d.Queues))
+	col := func(dg describedGroup) string { // the broker group column
+		if cluster {
+			return dg.brokerGroup + "\t"
+		}
+		return ""
+	}
+	head := col(describedGroup{brokerGroup: "BROKER GROUP"})
+	if cluster {
+		fmt.Fprintf(w, "\nbroker groups (%d)\n", len(ds))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "BROKER GROUP\tADDRESS\tGENERATION\tMEMBERS")
+		for _, dg := range ds {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", dg.brokerGroup, dg.addr, dg.d.Generation, len(dg.d.Members))
+		}
+		tw.Flush()
+	}
+	var members, queues int
+	for _, dg := range ds {
+		members, queues = members+len(dg.d.Members), queues+len(dg.d.Queues)
+	}
+	fmt.Fprintf(w, "\nmembers (%d)\n", members)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tQUEUE\tOWNER\tCOMMITTED\tMAX\tLAG")
+	fmt.Fprintln(tw, head+"CLIENT ID\tADDRESS\tLAST HEARTBEAT\tQUEUES")
+	for _, dg := range ds {
+		for _, m := range dg.d.Members {
+			hb := "-"
+			if m.LastHeartbeatMs > 0 {
+				hb = fmt.Sprintf("%.1fs ago", max(0, time.Since(time.UnixMilli(m.LastHeartbeatMs)).Seconds()))
+			}
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", col(dg), m.ClientID, cmp.Or(m.Address, "-"), hb, formatQueueRefs(m.Queues))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nqueues (%d)\n", queues)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, head+"TOPIC\tQUEUE\tOWNER\tCOMMITTED\tMAX\tLAG")
 	var lag int64
-	for _, q := range d.Queues {
-		owner := q.Owner
-		if owner == "" {
-			owner = "-"
+	for _, dg := range ds {
+		for _, q := range dg.d.Queues {
+			fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%d\t%d\n", col(dg), q.Topic, q.QueueID, queueOwner(q), committedText(q.CommittedOffset), q.MaxOffset, q.Lag)
+			lag += q.Lag
 		}
-		if q.Pending != "" {
-			owner += " -> " + q.Pending
-		}
-		committed := "-"
-		if q.CommittedOffset >= 0 {
-			committed = fmt.Sprint(q.CommittedOffset)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\n", q.Topic, q.QueueID, owner, committed, q.MaxOffset, q.Lag)
-		lag += q.Lag
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntotal lag %d\n", lag)
+}
+
+// queueOwner is a queue's owner as describe prints it: "-" if none, and
+// "-> next" for a queue being handed over.
+func queueOwner(q protocol.GroupQueue) string {
+	owner := cmp.Or(q.Owner, "-")
+	if q.Pending != "" {
+		owner += " -> " + q.Pending
+	}
+	return owner
+}
+
+func committedText(off int64) string {
+	if off < 0 {
+		return "-"
+	}
+	return fmt.Sprint(off)
 }
 
 // formatQueueRefs renders queues compactly: "T[0,1,2] %RETRY%G[0]".
@@ -301,13 +382,9 @@ func parseDeliverAt(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// admin connects to --broker. Group commands read one broker's
-// coordinator: on a cluster, ask each group's master with --broker.
+// admin connects to --broker.
 func (o *groupFlags) admin(stderr io.Writer) (*client.Admin, error) {
 	if err := o.checkTarget(); err != nil {
-		return nil, err
-	}
-	if err := o.needBroker("group describe (one broker's coordinator)"); err != nil {
 		return nil, err
 	}
 	return client.NewAdmin(o.broker, o.clientOptions(stderr)...)

@@ -170,7 +170,7 @@ func TestCLINamesrvFlagErrors(t *testing.T) {
 		{[]string{"group", "list", "--broker", b, "--namesrv", ns}, "not both"},
 		{[]string{"produce", "--topic", "T", "--queue", "1", "--namesrv", ns}, "use --broker"},
 		{[]string{"consume", "--topic", "T", "--slave", b, "--namesrv", ns}, "use --broker"},
-		{[]string{"group", "describe", "--group", "G", "--namesrv", ns}, "use --broker"},
+		{[]string{"group", "describe", "--group", "G", "--broker", b, "--namesrv", ns}, "not both"},
 		{[]string{"topic", "create", "--topic", "T", "--perm", "4", "--namesrv", ns}, "need --broker"},
 		{[]string{"topic", "create", "--topic", "T", "--cluster", "c1", "--broker", b}, "--cluster needs --namesrv"},
 	}
@@ -309,7 +309,9 @@ func TestCLINamesrvConsumeFromASlave(t *testing.T) {
 }
 
 // group list --namesrv lists a consumer group once per broker group it
-// is a member on, while its consumer runs.
+// is a member on, while its consumer runs; group describe --namesrv shows
+// its members, queues and lag on every broker group, each row naming its
+// broker group.
 func TestCLINamesrvGroupList(t *testing.T) {
 	c := startCLICluster(t)
 	c.g1.CreateTopic("T", 2)
@@ -345,7 +347,51 @@ func TestCLINamesrvGroupList(t *testing.T) {
 	if err != nil || !strings.Contains(out, "BROKER GROUP") {
 		t.Fatalf("human group list: %v\n%s", err, out)
 	}
+	checkGroupDescribeInCluster(t, ns)
 	if !testwait.Chan(done, 20*time.Second) {
 		t.Fatal("consume did not stop")
+	}
+}
+
+// checkGroupDescribeInCluster: G, consumed on both broker groups of the
+// cluster at ns, is described on both.
+func checkGroupDescribeInCluster(t *testing.T, ns string) {
+	t.Helper()
+	out, stderr, err := runCLI(t, "group", "describe", "--namesrv", ns, "--group", "G", "--json")
+	if err != nil {
+		t.Fatalf("group describe --namesrv: %v\n%s", err, stderr)
+	}
+	var d groupDescribeJSON
+	lastJSON(t, out, &d)
+	var coords []string
+	for _, c := range d.BrokerGroups {
+		if c.Members == 1 && c.BrokerAddr != "" {
+			coords = append(coords, c.BrokerGroup)
+		}
+	}
+	members := map[string]int{}
+	for _, m := range d.Members {
+		members[m.BrokerGroup]++
+	}
+	queues := map[string][]int32{}
+	var lag int64
+	for _, q := range d.Queues {
+		if q.Topic == "T" {
+			queues[q.BrokerGroup] = append(queues[q.BrokerGroup], q.QueueID)
+		}
+		lag += q.Lag
+	}
+	if !slices.Equal(coords, []string{"g1", "g2"}) || members["g1"] != 1 || members["g2"] != 1 ||
+		!slices.Equal(queues["g1"], []int32{0, 1}) || !slices.Equal(queues["g2"], []int32{0, 1}) || lag != d.Lag {
+		t.Errorf("group describe --namesrv --json: coordinators %v, members %v, queues of T %v, lag %d of %d\n%s",
+			coords, members, queues, lag, d.Lag, out)
+	}
+	out, _, err = runCLI(t, "group", "describe", "--namesrv", ns, "--group", "G")
+	if err != nil || !strings.Contains(out, "broker groups (2)") || strings.Count(out, "BROKER GROUP") != 3 || !strings.Contains(out, "total lag") {
+		t.Errorf("human group describe --namesrv: %v\n%s", err, out)
+	}
+	if _, _, err := runCLI(t, "group", "describe", "--namesrv", ns, "--group", "nope"); err == nil ||
+		!strings.Contains(err.Error(), "not found on any broker group") {
+		t.Errorf("describing an unknown group on the cluster: %v", err)
 	}
 }

@@ -403,11 +403,11 @@ func (c *clusterRig) round(g int, first bool) roundFigures {
 	c.masters[g] = startClusterBroker(t, m.dir, c.ports[4*g], c.ports[4*g+1], c.nsList, m.flags...)
 	restarted := time.Now()
 	// A restarted SYNC_MASTER registers at once, but confirms no send before
-	// its slave is back (the slave redials with a backoff of up to 10 s):
-	// until then, sends to it may answer SLAVE_NOT_AVAILABLE (stored on the
-	// master, not retried). Those are counted; any other failure, or any
-	// failure once the slave is in sync, fails the test.
-	testwait.For(t, testwait.Wall, 15*time.Second, "the restarted master's slave in sync", func() bool {
+	// its slave is back (the slave redials within haReconnectMaxInterval,
+	// 1 s): until then, sends to it may answer SLAVE_NOT_AVAILABLE (stored
+	// on the master, not retried). Those are counted; any other failure, or
+	// any failure once the slave is in sync, fails the test.
+	testwait.For(t, testwait.Wall, 8*time.Second, "the restarted master's slave in sync", func() bool {
 		mi, err := haInfo(c.masters[g].addr)
 		return err == nil && len(mi.Slaves) == 1 && mi.Slaves[0].InSync
 	})

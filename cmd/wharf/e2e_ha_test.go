@@ -385,10 +385,9 @@ func haConsumeAll(t *testing.T, masterAddr, slaveAddr, topic, group string, want
 
 // haConsumeCLI consumes the topic with `wharf consume --broker master
 // --slave slave` and checks every key of want is printed with the length of
-// its body. It takes the idle exit (3 s) and a few seconds more: the
-// master's restart after it then falls before the slave's third retry
-// (1, 3, 7 s after the kill) rather than just after it (the next is at
-// 15 s).
+// its body. It takes the idle exit (3 s) and a few seconds more; the
+// slave redials the master every second at most (haReconnectMaxInterval),
+// so it is back within a second of the restart that follows.
 func haConsumeCLI(t *testing.T, masterAddr, slaveAddr, topic, group string, want map[string]bool) int {
 	t.Helper()
 	out, errOut, code := haRun(t, 30*time.Second, "consume", "--broker", masterAddr, "--slave", slaveAddr,
@@ -474,7 +473,9 @@ func TestE2EHAKillMasterRounds(t *testing.T) {
 			round, wait, load.okN.Load(), load.other, len(acked), n)
 
 		m = m.restart()
-		end := haWaitCaughtUp(t, m, s, 20*time.Second)
+		// The slave redials within haReconnectMaxInterval (1 s): the
+		// rest of the wait is for catching up.
+		end := haWaitCaughtUp(t, m, s, 10*time.Second)
 		haCompareLogs(t, mdir, sdir, 0, end)
 	}
 	if code, _ := s.stop(syscall.SIGTERM, 15*time.Second); code != 0 {
@@ -683,7 +684,7 @@ func TestE2EHASlaveOffsetsSurvive(t *testing.T) {
 	}
 
 	m = m.restart()
-	haWaitCaughtUp(t, m, s, 20*time.Second)
+	haWaitCaughtUp(t, m, s, 10*time.Second) // the slave redials within 1 s
 	ma := e2eAdmin(t, m.addr)
 	var got []int64
 	if !testwait.Until(testwait.Wall, 15*time.Second, func() bool {

@@ -103,6 +103,8 @@ type Config struct {
 	HASendHeartbeatInterval Millis `conf:"haSendHeartbeatInterval"`
 	// Milliseconds without traffic after which a master drops a slave connection (and a slave its master's).
 	HAHousekeepingInterval Millis `conf:"haHousekeepingInterval"`
+	// Longest wait, in milliseconds, between a slave's dials of a master it lost, so it rejoins a restarted master within it (Wharf key; RocketMQ retries every 5 s).
+	HAReconnectMaxInterval Millis `conf:"haReconnectMaxInterval"`
 	// Most CommitLog bytes a master sends a slave in one transfer (Wharf default 256 KiB; RocketMQ's 32 KiB slows a slave's catch-up).
 	HATransferBatchSize int `conf:"haTransferBatchSize"`
 	// Bytes a slave may lag behind its master and still count as in sync for SYNC_MASTER.
@@ -214,6 +216,7 @@ func Default() Config {
 		SlaveTimeout:                  3000,
 		HASendHeartbeatInterval:       5000,
 		HAHousekeepingInterval:        20_000,
+		HAReconnectMaxInterval:        1000,
 		HATransferBatchSize:           256 << 10,
 		HAMaxGapNotInSync:             256 << 20,
 		InSyncReplicas:                2,
