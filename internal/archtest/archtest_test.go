@@ -57,6 +57,9 @@ var layers = map[string]layer{
 	"actors/namesrv": {imports: []string{std, mod("protocol")}},
 	// A broker's registration with its name servers: a leaf core too.
 	"actors/register": {imports: []string{std, mod("protocol")}},
+	// The controller's replicated state machine and leader-side request
+	// core: plain logic, no raft (actors/raftnode holds that) and no actors.
+	"actors/controller": {imports: []string{std, mod("protocol"), mod("internal/invariant")}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with
