@@ -151,8 +151,11 @@ func (c *Core) propose(now time.Time, cmd *command) uint64 {
 }
 
 // Leader tells the Core whether this node leads, and the leader's address
-// ("" if unknown). Becoming leader starts with no heartbeats: no election
-// (but a group's first) before a full heartbeat timeout has passed.
+// ("" if unknown). The shell calls it at every change of raft's leader (its
+// SoftState.Lead), so that leading again in a later term, after another
+// node led, is seen as a new leadership. Becoming leader starts with no
+// heartbeats: no election (but a group's first) before a full heartbeat
+// timeout has passed.
 func (c *Core) Leader(now time.Time, isLeader bool, leaderAddr string) {
 	c.now = now
 	c.leaderAddr = leaderAddr

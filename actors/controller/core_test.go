@@ -307,6 +307,10 @@ func TestRepliesWaitForApply(t *testing.T) {
 	if info, _ := rp.Fields.(*protocol.ReplicaInfo); rp.Status != protocol.StatusOK || info == nil || info.SyncStateSetEpoch != 3 {
 		t.Fatalf("reply %+v", rp)
 	}
+	if n := r.notes[len(r.notes)-1]; n.Info.SyncStateSetEpoch != 3 || !slices.Equal(n.Info.SyncStateSet, []int64{1, 2}) ||
+		!slices.Equal(n.Brokers, []string{"a", "b", "c"}) {
+		t.Fatalf("notification %+v", n)
+	}
 	// The same request again is fenced: its set epoch is gone.
 	if rp := r.ask(&protocol.AlterSyncStateSetRequest{GroupRef: gref, MasterID: 1, MasterEpoch: 1, SyncStateSetEpoch: 2, SyncStateSet: []int64{1}}); rp.Status != protocol.StatusControllerFencedSyncStateSetEpoch {
 		t.Fatalf("stale alter: %v", rp.Status)
@@ -357,6 +361,11 @@ func TestFollowerAnswers(t *testing.T) {
 	md, _ := rp.Fields.(*protocol.ControllerMetadata)
 	if md == nil || md.IsLeader || md.LeaderAddr != "n2:9878" || len(md.Groups) != 1 || md.Groups[0].MasterID != 1 {
 		t.Fatalf("metadata %+v", rp)
+	}
+	// A follower applies entries but tells nobody: the leader does.
+	r.commit(encodeCommand(alter(1, 1, 2, 1)))
+	if rd := r.collect(); len(rd.Notify) != 0 || r.group().SyncStateSetEpoch != 3 {
+		t.Fatalf("follower after an entry: %d notifications, %+v", len(rd.Notify), r.group())
 	}
 	// A follower runs no elections, whatever the heartbeats.
 	r.at(time.Hour)
