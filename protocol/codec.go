@@ -104,7 +104,7 @@ func newNamesrvRequest(code Code) Request {
 	case CodeDeleteTopicInNamesrv:
 		return &DeleteTopicInNamesrvRequest{}
 	}
-	return nil
+	return newControllerRequest(code)
 }
 
 // NewResponse returns a new zero response of the type that answers code,
@@ -145,7 +145,7 @@ func NewResponse(code Code) Fields {
 	case CodeGetAllTopicList:
 		return &TopicNameList{}
 	}
-	return nil
+	return newControllerResponse(code)
 }
 
 // AppendRequest appends a request frame for req to dst. flags may add

@@ -18,7 +18,7 @@ var sampleExt = MessageExt{
 }
 
 func requestCases() []Request {
-	return []Request{
+	return append([]Request{
 		&SendRequest{ProducerGroup: "pg", Topic: "orders", QueueID: -1, Flag: 1, BornTimestamp: 1700000000000,
 			Properties: map[string]string{"TAGS": "a", "KEYS": "x y"}, Body: []byte("payload")},
 		&SendRequest{Topic: "t"},
@@ -63,7 +63,7 @@ func requestCases() []Request {
 		&GetBrokerClusterInfoRequest{},
 		&GetAllTopicListRequest{},
 		&DeleteTopicInNamesrvRequest{Topic: "orders", ClusterName: "DefaultCluster"},
-	}
+	}, controllerRequestCases()...)
 }
 
 var sampleIdentity = BrokerIdentity{ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerID: 0, BrokerAddr: "10.0.0.1:10911"}

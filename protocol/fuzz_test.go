@@ -96,6 +96,9 @@ func validFrames(t testing.TB) [][]byte {
 		{CodeGetRouteInfoByTopic, sampleRoute},
 		{CodeGetBrokerClusterInfo, sampleClusterInfo},
 		{CodeGetAllTopicList, &TopicNameList{Topics: []TopicName{{Topic: "a"}}}},
+		{CodeControllerGetReplicaInfo, sampleReplicaInfo},
+		{CodeControllerGetMetadataInfo, &ControllerMetadata{IsLeader: true, LeaderAddr: "h:9878", Groups: []ReplicaInfo{*sampleReplicaInfo}}},
+		{CodeControllerBrokerHeartbeat, &ControllerHeartbeatResponse{MasterEpoch: 3, SyncStateSetEpoch: 4}},
 	}
 	for _, r := range resps {
 		b, err := AppendResponse(nil, r.c, 4, StatusOK, "", r.f)

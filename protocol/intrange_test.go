@@ -71,12 +71,22 @@ var requestInts = map[Code]map[string]intKind{
 	CodeHARefuse:   {},
 	CodeRegisterBroker: {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64,
 		"heartbeatTimeoutMillis": kInt64},
-	CodeBrokerHeartbeat:      {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64},
-	CodeUnregisterBroker:     {"brokerId": kInt64},
-	CodeGetRouteInfoByTopic:  {},
-	CodeGetBrokerClusterInfo: {},
-	CodeGetAllTopicList:      {},
-	CodeDeleteTopicInNamesrv: {},
+	CodeBrokerHeartbeat:          {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64},
+	CodeUnregisterBroker:         {"brokerId": kInt64},
+	CodeGetRouteInfoByTopic:      {},
+	CodeGetBrokerClusterInfo:     {},
+	CodeGetAllTopicList:          {},
+	CodeDeleteTopicInNamesrv:     {},
+	CodeControllerRegisterBroker: {},
+	CodeControllerBrokerHeartbeat: {"brokerId": kInt64, "epoch": kInt32, "maxOffset": kInt64,
+		"confirmOffset": kInt64, "electionPriority": kInt32},
+	CodeControllerAlterSyncStateSet: {"masterId": kInt64, "masterEpoch": kInt32, "syncStateSetEpoch": kInt32,
+		"syncStateSet[0]": kInt64},
+	CodeControllerElectMaster:     {"brokerId": kInt64},
+	CodeControllerGetReplicaInfo:  {"brokerId": kInt64},
+	CodeControllerGetMetadataInfo: {},
+	CodeNotifyBrokerRoleChanged: {"brokerId": kInt64, "masterId": kInt64, "masterEpoch": kInt32,
+		"syncStateSet[0]": kInt64, "syncStateSetEpoch": kInt32, "replicas[0].brokerId": kInt64},
 }
 
 // filledTree returns v's fields map as msgpack encodes it with every field
@@ -156,8 +166,36 @@ func intLeaves(v any, path string, out *[]string) {
 
 var pathSeg = regexp.MustCompile(`([^.\[]+)|\[(\d+)\]`)
 
-// leaf returns the map holding the last key of path, and that key.
-func leaf(tree map[string]any, path string) (map[string]any, string) {
+// leafRef is where the last element of a path sits: a key of a map, or an
+// index of a list (an integer list such as a SyncStateSet).
+type leafRef struct {
+	m map[string]any
+	k string
+	l []any
+	i int
+}
+
+func (r leafRef) set(v any) {
+	if r.m != nil {
+		r.m[r.k] = v
+	} else {
+		r.l[r.i] = v
+	}
+}
+
+func (r leafRef) get() (any, bool) {
+	if r.m != nil {
+		x, ok := r.m[r.k]
+		return x, ok
+	}
+	if r.i < len(r.l) {
+		return r.l[r.i], true
+	}
+	return nil, false
+}
+
+// leaf returns where the last element of path sits in tree.
+func leaf(tree map[string]any, path string) leafRef {
 	segs := pathSeg.FindAllStringSubmatch(path, -1)
 	var cur any = tree
 	for _, s := range segs[:len(segs)-1] {
@@ -168,7 +206,12 @@ func leaf(tree map[string]any, path string) (map[string]any, string) {
 			cur = cur.([]any)[i]
 		}
 	}
-	return cur.(map[string]any), segs[len(segs)-1][1]
+	last := segs[len(segs)-1]
+	if last[1] != "" {
+		return leafRef{m: cur.(map[string]any), k: last[1]}
+	}
+	i, _ := strconv.Atoi(last[2])
+	return leafRef{l: cur.([]any), i: i}
 }
 
 // requestTree is filledTree of a request of code, made valid where "x"
@@ -213,8 +256,7 @@ func TestIntRangeChecked(t *testing.T) {
 		for path, kind := range ints {
 			for _, bad := range outOfRange[kind] {
 				tree := requestTree(t, code)
-				m, k := leaf(tree, path)
-				m[k] = bad
+				leaf(tree, path).set(bad)
 				_, err := DecodeRequest(fieldsFrame(t, code, 0, tree, validBody(code)), Limits{})
 				if StatusOf(err) != StatusInvalidParameter {
 					t.Errorf("%v %s = %v: status %v (%v), want INVALID_PARAMETER", code, path, bad, StatusOf(err), err)
@@ -226,8 +268,7 @@ func TestIntRangeChecked(t *testing.T) {
 			}
 			for _, edge := range edges[kind] {
 				tree := requestTree(t, code)
-				m, k := leaf(tree, path)
-				m[k] = edge
+				leaf(tree, path).set(edge)
 				req, err := DecodeRequest(fieldsFrame(t, code, 0, tree, validBody(code)), Limits{})
 				if err != nil {
 					t.Errorf("%v %s = %v: %v", code, path, edge, err)
@@ -253,8 +294,7 @@ func decodedLeaf(t *testing.T, v Fields, path string) any {
 	if err := msgpack.Unmarshal(b, &tree); err != nil {
 		t.Fatal(err)
 	}
-	m, k := leaf(tree, path)
-	if x, ok := m[k]; ok {
+	if x, ok := leaf(tree, path).get(); ok {
 		return x
 	}
 	return 0
@@ -300,8 +340,7 @@ func TestIntRangeCheckedResponses(t *testing.T) {
 		intLeaves(filledTree(t, NewResponse(c)), "", &paths)
 		for _, path := range paths {
 			tree := filledTree(t, NewResponse(c))
-			m, k := leaf(tree, path)
-			m[k] = uint64(math.MaxUint64)
+			leaf(tree, path).set(uint64(math.MaxUint64))
 			err := DecodeResponse(fieldsFrame(t, c, FlagResponse, tree, nil), Limits{}, NewResponse(c))
 			if StatusOf(err) != StatusInvalidParameter || !strings.Contains(err.Error(), path+": 18446744073709551615") {
 				t.Errorf("%v response %s = 2^64-1: %v (status %v)", c, path, err, StatusOf(err))

@@ -60,6 +60,9 @@ var layers = map[string]layer{
 	// A broker's side of controller mode (role, lease, SyncStateSet):
 	// a leaf core with its own small types; the shell maps the wire's.
 	"actors/ctlagent": {imports: []string{std}},
+	// The controller's replicated state machine and leader-side request
+	// core: plain logic, no raft (actors/raftnode holds that) and no actors.
+	"actors/controller": {imports: []string{std, mod("protocol"), mod("internal/invariant")}},
 	// A deviation from DESIGN.md's table (protocol, actors, gnet): netio also
 	// imports storage, because a pull's records reach the connection as read
 	// from the log and the Wharf codec (netio/codec.go) decodes them with
