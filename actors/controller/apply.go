@@ -127,6 +127,15 @@ func (c *Core) ReadDone(readID uint64) {
 		return
 	}
 	delete(c.reads, readID)
+	if hb, ok := w.req.(*protocol.ControllerHeartbeatRequest); ok {
+		g := c.state.groups[groupKey{cluster: hb.ClusterName, name: hb.BrokerName}]
+		if g == nil { // cannot happen: groups are never removed
+			c.reply(w.reqID, protocol.StatusControllerBrokerMetadataNotExist, "controller: group gone", nil)
+			return
+		}
+		c.reply(w.reqID, protocol.StatusOK, "", &protocol.ControllerHeartbeatResponse{MasterEpoch: g.masterEpoch, SyncStateSetEpoch: g.setEpoch})
+		return
+	}
 	r, ok := w.req.(*protocol.GetReplicaInfoRequest)
 	if !ok {
 		return

@@ -313,5 +313,11 @@ func (c *Core) heartbeat(now time.Time, reqID uint64, r *protocol.ControllerHear
 	}
 	c.beats[g.key][r.BrokerID] = beat{at: now, addr: r.BrokerAddr, epoch: r.Epoch, maxOffset: r.MaxOffset,
 		confirmOffset: r.ConfirmOffset, priority: r.ElectionPriority}
-	c.reply(reqID, protocol.StatusOK, "", &protocol.ControllerHeartbeatResponse{MasterEpoch: g.masterEpoch, SyncStateSetEpoch: g.setEpoch})
+	// The answer renews the master's lease (ctlagent counts it from the
+	// heartbeat's send time), so it waits for a ReadIndex: a deposed leader,
+	// cut off from the quorum, never renews a lease while the new leader
+	// counts the master's silence towards electing another.
+	c.nextID++
+	c.reads[c.nextID] = waiter{reqID: reqID, req: r, deadline: now.Add(c.cfg.RequestTimeout)}
+	c.out.Reads = append(c.out.Reads, c.nextID)
 }

@@ -457,3 +457,29 @@ func TestOtherOriginsEntriesAnswerNothing(t *testing.T) {
 		t.Fatalf("answer %+v", info)
 	}
 }
+
+// TestHeartbeatAnswerWaitsForReadIndex: the answer renews the master's
+// lease, so a leader answers only once raft confirmed it still leads; a
+// leader deposed meanwhile answers NOT_LEADER, renewing nothing.
+func TestHeartbeatAnswerWaitsForReadIndex(t *testing.T) {
+	r := cluster3(t, Config{})
+	hb := &protocol.ControllerHeartbeatRequest{GroupRef: gref, BrokerID: 1, BrokerAddr: "a", Epoch: 1}
+	id := r.send(hb)
+	rd := r.collect()
+	if _, ok := r.replies[id]; ok || len(rd.Reads) != 1 {
+		t.Fatalf("heartbeat answered without a ReadIndex (reads %v)", rd.Reads)
+	}
+	r.core.ReadDone(rd.Reads[0])
+	r.collect()
+	if rp := r.replies[id]; rp.Status != protocol.StatusOK {
+		t.Fatalf("heartbeat after ReadIndex: %v %s", rp.Status, rp.Remark)
+	}
+	id = r.send(hb)
+	rd = r.collect()
+	r.core.Leader(r.now, false, "n1:9878")
+	r.core.ReadDone(rd.Reads[0])
+	r.collect()
+	if rp := r.replies[id]; rp.Status != protocol.StatusControllerNotLeader {
+		t.Fatalf("deposed leader answered a heartbeat %v", rp.Status)
+	}
+}

@@ -65,8 +65,10 @@
 //     their entry is applied, with the entry's result; one not applied
 //     within the request timeout is answered SYSTEM_BUSY (outcome unknown:
 //     the broker reads the replica info).
-//   - GET_REPLICA_INFO goes through ReadIndex: a deposed leader never
-//     answers it from a stale state.
+//   - GET_REPLICA_INFO and the heartbeat's answer go through ReadIndex: a
+//     deposed leader never answers from a stale state, and never renews a
+//     master's lease (the heartbeat itself is recorded at once: an
+//     election counts the silence from the last heartbeat received).
 //   - Config.Faults.ElectOutsideSyncStateSet is the simulator's planted bug.
 //
 // Proposals carry Config.Origin and an ID so that the proposing Core knows
