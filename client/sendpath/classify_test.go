@@ -31,7 +31,19 @@ var classes = map[protocol.Status]Class{
 	protocol.StatusSubscriptionParseFailed: Failed,
 	protocol.StatusInvalidParameter:        Failed,
 	protocol.StatusFrameIllegal:            Failed,
-	protocol.Status(9999):                  Failed, // a status this client does not know
+	// The controller's statuses answer brokers, never a send.
+	protocol.StatusControllerFencedMasterEpoch:        Failed,
+	protocol.StatusControllerFencedSyncStateSetEpoch:  Failed,
+	protocol.StatusControllerInvalidMaster:            Failed,
+	protocol.StatusControllerInvalidReplicas:          Failed,
+	protocol.StatusControllerInvalidRequest:           Failed,
+	protocol.StatusControllerBrokerNotAlive:           Failed,
+	protocol.StatusControllerNotLeader:                Failed,
+	protocol.StatusControllerBrokerMetadataNotExist:   Failed,
+	protocol.StatusControllerBrokerNeedToBeRegistered: Failed,
+	protocol.StatusControllerMasterStillExist:         Failed,
+	protocol.StatusControllerElectMasterFailed:        Failed,
+	protocol.Status(9999):                             Failed, // a status this client does not know
 }
 
 func TestClassifyEveryStatus(t *testing.T) {
