@@ -72,9 +72,10 @@ func checkPositions(s *Store) error {
 	if dispatched < minOff || dispatched > maxOff {
 		return inconsistent("reput position %d outside the log [%d, %d)", dispatched, minOff, maxOff)
 	}
-	for i, e := range s.epochs {
-		if e.Epoch <= 0 || e.StartOffset > maxOff || (i > 0 && (e.Epoch <= s.epochs[i-1].Epoch || e.StartOffset < s.epochs[i-1].StartOffset)) {
-			return inconsistent("epoch entry %d-%d out of place (entries %v, log end %d)", e.Epoch, e.StartOffset, s.epochs, maxOff)
+	epochs := s.epochList()
+	for i, e := range epochs {
+		if e.Epoch <= 0 || e.StartOffset > maxOff || (i > 0 && (e.Epoch <= epochs[i-1].Epoch || e.StartOffset < epochs[i-1].StartOffset)) {
+			return inconsistent("epoch entry %d-%d out of place (entries %v, log end %d)", e.Epoch, e.StartOffset, epochs, maxOff)
 		}
 	}
 	if s.idx != nil {

@@ -43,16 +43,25 @@ const (
 func (s *Store) epochPath() string { return path.Join(s.cfg.StorePathRootDir, epochFileName) }
 
 // Epochs returns a copy of the epoch entries, oldest first (empty in
-// classic mode).
-func (s *Store) Epochs() []EpochEntry { return slices.Clone(s.epochs) }
+// classic mode). Safe from any goroutine.
+func (s *Store) Epochs() []EpochEntry { return slices.Clone(s.epochList()) }
+
+// epochList is the current entries; the slice is never modified.
+func (s *Store) epochList() []EpochEntry {
+	if p := s.epochs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // LastEpoch returns the newest epoch entry; ok is false if the store never
-// started one (epoch 0).
+// started one (epoch 0). Safe from any goroutine.
 func (s *Store) LastEpoch() (e EpochEntry, ok bool) {
-	if len(s.epochs) == 0 {
+	list := s.epochList()
+	if len(list) == 0 {
 		return EpochEntry{}, false
 	}
-	return s.epochs[len(s.epochs)-1], true
+	return list[len(list)-1], true
 }
 
 // StartEpoch records, durably, that the log's bytes from at on belong to
@@ -71,7 +80,7 @@ func (s *Store) StartEpoch(epoch int32, at int64) error {
 	if epoch <= 0 {
 		return fmt.Errorf("storage: start epoch %d: epochs are positive", epoch)
 	}
-	next := slices.Clone(s.epochs)
+	next := slices.Clone(s.epochList())
 	if last, ok := s.LastEpoch(); ok {
 		switch {
 		case epoch == last.Epoch && at == last.StartOffset:
@@ -112,7 +121,7 @@ func (s *Store) saveEpochs(entries []EpochEntry) error {
 	if err := writeFileAtomic(s.fs, name, encodeEpochs(entries)); err != nil {
 		return fmt.Errorf("epoch file: %w", err)
 	}
-	s.epochs = entries
+	s.epochs.Store(&entries)
 	return nil
 }
 
@@ -130,7 +139,7 @@ func (s *Store) loadEpochs() error {
 		if err == nil {
 			var e []EpochEntry
 			if e, err = decodeEpochs(b); err == nil {
-				s.epochs = e
+				s.epochs.Store(&e)
 				return nil
 			}
 		}
@@ -139,7 +148,7 @@ func (s *Store) loadEpochs() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("storage: %w: epoch file: %w", ErrCorrupt, errors.Join(errs...))
 	}
-	s.epochs = nil
+	s.epochs.Store(nil)
 	return nil
 }
 
@@ -148,14 +157,15 @@ func (s *Store) loadEpochs() error {
 // TruncateTo cut it). An entry starting exactly at end stays: an epoch may
 // start without writes.
 func (s *Store) dropEpochsAfter(end int64) error {
-	i := len(s.epochs)
-	for i > 0 && s.epochs[i-1].StartOffset > end {
+	list := s.epochList()
+	i := len(list)
+	for i > 0 && list[i-1].StartOffset > end {
 		i--
 	}
-	if i == len(s.epochs) {
+	if i == len(list) {
 		return nil
 	}
-	if err := s.saveEpochs(slices.Clone(s.epochs[:i])); err != nil {
+	if err := s.saveEpochs(slices.Clone(list[:i])); err != nil {
 		return fmt.Errorf("storage: drop epochs after %d: %w", end, err)
 	}
 	return nil

@@ -74,8 +74,8 @@ type Store struct {
 	diskFull bool
 	closed   bool
 
-	epochs        []EpochEntry // the epoch file's entries (writer only)
-	writesStopped atomic.Bool  // StopWrites: AppendBatch refuses, TruncateTo may run
+	epochs        atomic.Pointer[[]EpochEntry] // the epoch file's entries: replaced whole by the writer, read anywhere
+	writesStopped atomic.Bool                  // StopWrites: AppendBatch refuses, TruncateTo may run
 
 	// cpMu orders checkpoint writes from other goroutines (the broker
 	// writes them off its actors) with Close: once cpClosed, the clean
