@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -133,6 +134,10 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 	if rd.Appended {
 		a.appended(ctx)
 	}
+	if rd.Truncate {
+		a.fol.Truncated(a.k.now(), a.truncateLog(rd.TruncateTo))
+		defer a.drainFollower(ctx)
+	}
 	if rd.RetryIn > 0 {
 		a.k.after(rd.RetryIn, a.self, &haReconnect{gen: a.role.gen})
 	}
@@ -140,6 +145,16 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 		a.connect(rd.DialAddr)
 	}
 	a.v.publishFollower(a.fol.Status(), a.fol.MasterMaxOffset())
+}
+
+// truncateLog would cut a slave's log back to the point it shares with
+// its master. storage.Store.TruncateTo needs the store to itself, and the
+// reput, dispatch and index actors use it beside the writer; until the
+// role supervisor stops them around the cut, a diverged slave stops with
+// this error (it never overwrites its log).
+func (a *writerActor) truncateLog(off int64) error {
+	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master, which this broker cannot do while running yet: stop it and wipe its store to resynchronise",
+		a.st.CommitLog().MaxOffset(), off)
 }
 
 // connect dials the master off the actor.
