@@ -141,6 +141,10 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 		s.closeFiles()
 		return nil, rep, err
 	}
+	if err := s.cutAsRequested(rep); err != nil {
+		s.closeFiles()
+		return nil, rep, fmt.Errorf("storage: open %s: %w", cfg.StorePathRootDir, err)
+	}
 	return s, rep, nil
 }
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -34,7 +35,8 @@ func (s *Store) WritesStopped() bool { return s.writesStopped.Load() }
 // CommitLog (off must be a record boundary within the log), the
 // ConsumeQueue entries that point at or beyond it, the index files that
 // hold such records (rebuilt from the log below off), the epoch entries
-// that start beyond it, the watermarks of deleted topics beyond it, and
+// that start beyond it (one that starts at off stays, holding no byte: a
+// slave's next epoch from its master replaces it), the watermarks of deleted topics beyond it, and
 // the topic-queue offset table (each queue continues at its first cut
 // record's queue offset). Everything is durable when it returns nil.
 //
@@ -227,6 +229,70 @@ func (c *CommitLog) cutTail(off int64) error {
 	}
 	if err := c.fs.SyncDir(c.dir); err != nil {
 		return c.fail(fmt.Errorf("commitlog: cut at %d: sync dir: %w", off, err))
+	}
+	return nil
+}
+
+// A cut that cannot run while the broker runs (TruncateTo needs the store
+// to itself) is requested instead, durably, and done by the next Open
+// before anything else uses the store.
+
+const cutRequestName = "truncateRequest"
+
+// cutRequest is the content of the request file: the offset, and the
+// newest epoch entry when it was requested (the zero entry if none).
+type cutRequest struct {
+	Offset     int64 `json:"offset"`
+	Epoch      int32 `json:"epoch"`
+	EpochStart int64 `json:"epochStartOffset"`
+}
+
+func (s *Store) cutRequestPath() string { return path.Join(s.cfg.StorePathRootDir, cutRequestName) }
+
+// RequestTruncate records, durably, that the next Open cuts the store to
+// off (TruncateTo, after recovery), as a slave whose log must be cut to
+// the point it shares with its master does. The request lapses if an
+// epoch starts before that Open (the broker took another role: its log is
+// no longer the one the cut was computed for). A later request replaces
+// it.
+func (s *Store) RequestTruncate(off int64) error {
+	last, _ := s.LastEpoch()
+	b, err := json.Marshal(cutRequest{Offset: off, Epoch: last.Epoch, EpochStart: last.StartOffset})
+	if err != nil {
+		return fmt.Errorf("storage: request a cut to %d: %w", off, err)
+	}
+	if err := writeFileAtomic(s.fs, s.cutRequestPath(), b); err != nil {
+		return fmt.Errorf("storage: request a cut to %d: %w", off, err)
+	}
+	return nil
+}
+
+// cutAsRequested does at Open the cut RequestTruncate recorded, if its
+// epoch is still the newest, then removes the request. A crash before the
+// removal does it again at the next Open (a cut at the log's end changes
+// nothing). It reports the cut in rep.RequestedCut.
+func (s *Store) cutAsRequested(rep *RecoveryReport) error {
+	b, ok, err := readFile(s.fs, s.cutRequestPath(), 1<<10)
+	if err != nil || !ok {
+		return err
+	}
+	var req cutRequest
+	last, _ := s.LastEpoch()
+	if json.Unmarshal(b, &req) == nil && req.Epoch == last.Epoch && req.EpochStart == last.StartOffset {
+		off := min(req.Offset, s.cl.MaxOffset())
+		s.writesStopped.Store(true)
+		err := s.TruncateTo(off)
+		s.writesStopped.Store(false)
+		if err != nil {
+			return fmt.Errorf("the requested cut to %d: %w", off, err)
+		}
+		rep.RequestedCut = off
+	}
+	if err := s.fs.Remove(s.cutRequestPath()); err != nil {
+		return fmt.Errorf("remove the cut request: %w", err)
+	}
+	if err := s.fs.SyncDir(s.cfg.StorePathRootDir); err != nil {
+		return fmt.Errorf("sync root after the cut: %w", err)
 	}
 	return nil
 }

@@ -272,3 +272,86 @@ func TestTruncateCrashLoop(t *testing.T) {
 	}
 	t.Logf("crashed at each of %d operations of a truncation under %d write-back models", total, len(crashOpts))
 }
+
+// TestRequestedCut: a cut requested by a running store is done by the
+// next Open, once; a request lapses when an epoch starts after it.
+func TestRequestedCut(t *testing.T) {
+	cfg := testConfig("/store")
+	mem := vfs.NewMem()
+	fx := newReplicaFixture(t, mem, cfg, 60)
+	off := fx.recs[40].off
+	must(t, fx.s.RequestTruncate(off))
+	if fx.s.CommitLog().MaxOffset() == off {
+		t.Fatal("the request cut the running store")
+	}
+	must(t, fx.s.Close())
+	s, rep := mustOpen(t, mem, cfg)
+	fx.s = s
+	if rep.RequestedCut != off {
+		t.Fatalf("report %v: want the requested cut at %d", rep, off)
+	}
+	fx.check(t, off, "after the requested cut")
+	fx.recs = slices.DeleteFunc(fx.recs, func(a appended) bool { return a.off >= off })
+	must(t, s.Close())
+	s, rep = mustOpen(t, mem, cfg)
+	if rep.RequestedCut != -1 {
+		t.Fatalf("the cut was done again: %v", rep)
+	}
+	// A request, then an epoch (this store became a master): no cut.
+	end := s.CommitLog().MaxOffset()
+	must(t, s.RequestTruncate(fx.recs[10].off))
+	must(t, s.StartEpoch(9, end))
+	must(t, s.Close())
+	s, rep = mustOpen(t, mem, cfg)
+	defer s.Close()
+	if rep.RequestedCut != -1 || s.CommitLog().MaxOffset() != end {
+		t.Fatalf("a lapsed request cut the log: %v, end %d want %d", rep, s.CommitLog().MaxOffset(), end)
+	}
+	if _, err := mem.Stat("/store/" + cutRequestName); err == nil {
+		t.Fatal("the lapsed request is still there")
+	}
+}
+
+// TestRequestedCutCrashLoop crashes the Open that does a requested cut
+// at each of its operations; the Open after it finishes the cut.
+func TestRequestedCutCrashLoop(t *testing.T) {
+	cfg := testConfig("/store")
+	base := vfs.NewMem()
+	fx := newReplicaFixture(t, base, cfg, 60)
+	off := fx.recs[50].off
+	must(t, fx.s.RequestTruncate(off))
+	fx.s.closeFiles() // an unclean stop: recovery runs first
+	for k := 0; ; k++ {
+		img := base.Crash(0, vfs.CrashOptions{UnsyncedKeepRatio: 1})
+		var crashed *vfs.Mem
+		inj := vfs.OnOp(func(n int, op vfs.Op) error {
+			if n == k {
+				crashed = img.Crash(int64(k), vfs.CrashOptions{UnsyncedKeepRatio: 0.5, TornLastPage: true})
+			}
+			if n >= k {
+				return errCrashed
+			}
+			return nil
+		})
+		s, _, err := Open(vfs.NewFaulty(img, inj), cfg)
+		if crashed == nil {
+			must(t, err)
+			s.closeFiles()
+			if k < 10 {
+				t.Fatalf("the cutting Open did only %d operations", k)
+			}
+			t.Logf("crashed the cutting Open at each of its %d operations", k)
+			return
+		}
+		if err == nil {
+			s.closeFiles()
+		}
+		s, rep, err := Open(crashed, cfg)
+		if err != nil {
+			t.Fatalf("k=%d: open after the crash: %v (%v)", k, err, rep)
+		}
+		fx.s = s
+		fx.check(t, off, fmt.Sprintf("k=%d", k))
+		must(t, s.Close())
+	}
+}
