@@ -147,14 +147,18 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 	a.v.publishFollower(a.fol.Status(), a.fol.MasterMaxOffset())
 }
 
-// truncateLog would cut a slave's log back to the point it shares with
-// its master. storage.Store.TruncateTo needs the store to itself, and the
-// reput, dispatch and index actors use it beside the writer; until the
-// role supervisor stops them around the cut, a diverged slave stops with
-// this error (it never overwrites its log).
+// truncateLog has a slave's log cut back to the point it shares with its
+// master. storage.Store.TruncateTo needs the store to itself, and the
+// reput, dispatch and index actors use it beside the writer, so the cut is
+// recorded for the next start (storage.Store.RequestTruncate, done by
+// Open before any actor runs) and replication stops until then: the log is
+// never overwritten, and never copied onto while it diverges.
 func (a *writerActor) truncateLog(off int64) error {
-	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master, which this broker cannot do while running yet: stop it and wipe its store to resynchronise",
-		a.st.CommitLog().MaxOffset(), off)
+	end := a.st.CommitLog().MaxOffset()
+	if err := a.st.RequestTruncate(off); err != nil {
+		return fmt.Errorf("recording the cut of the log (end %d) back to %d: %w", end, off, err)
+	}
+	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master: the cut is recorded and done when the broker next starts; restart it", end, off)
 }
 
 // connect dials the master off the actor.
