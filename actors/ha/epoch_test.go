@@ -272,3 +272,39 @@ func TestStaleMasterRefusesSlave(t *testing.T) {
 		t.Fatalf("the slave of the master's epoch gets %v", trs)
 	}
 }
+
+// TestEmptySlaveStartsMidEpoch: a new slave that starts at the master's
+// last segment records the epoch its first bytes belong to (which began
+// before them) and every later one.
+func TestEmptySlaveStartsMidEpoch(t *testing.T) {
+	m, s := openStore(t, smallSeg), openStore(t, smallSeg)
+	mustEpoch(t, m, 1)
+	fill(t, m, 1, 20, 1500)
+	e2 := mustEpoch(t, m, 2)
+	fill(t, m, 2, 30, 1500)
+	cfg := replConfig()
+	cfg.Epochs = m.Epochs
+	cfg.CatchUpFromLastSegment = true
+	w := &wire{t: t, r: NewReplicator(cfg, m.CommitLog(), quiet), f: NewFollower(folConfig(), s, quiet), now: t0, slave: s}
+	w.f.Start(w.now)
+	w.dial(1)
+	w.settle()
+	start := s.CommitLog().MinOffset()
+	if start <= e2 {
+		t.Fatalf("the slave starts at %d, not after epoch 2's start %d", start, e2)
+	}
+	mustEpoch(t, m, 3)
+	fill(t, m, 3, 5, 300)
+	w.r.Appended()
+	w.settle()
+	if _, err := s.Dispatch(s.CommitLog().MaxOffset(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Check(s); err != nil {
+		t.Fatal(err)
+	}
+	if want := m.Epochs()[1:]; !slices.Equal(s.Epochs(), want) {
+		t.Fatalf("the slave's epochs %v, want %v", s.Epochs(), want)
+	}
+	sameLog(t, m, s)
+}
