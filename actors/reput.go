@@ -112,9 +112,13 @@ func (r *reputActor) Receive(ctx actor.Context) {
 			r.k.log.Error("checkpoint failed", "err", m.err)
 		}
 	case *actor.Stopping:
-		// Everything visible is dispatched; the store's Close dispatches the
-		// rest and writes the clean checkpoint.
-		r.store.SetDispatched(r.core.Position())
+		// The queue owners are this actor's children and stop with it,
+		// dropping entries still in their mailboxes: the store's Close
+		// dispatches again from the last position every owner confirmed
+		// (idempotently), then writes the clean checkpoint. Setting the
+		// handed position here lost those entries for good after a clean
+		// stop right behind a burst of sends.
+		r.store.SetDispatched(r.core.Confirmed())
 	}
 }
 

@@ -63,12 +63,16 @@ type Reput struct {
 	indexed  int64
 	cp       Checkpoint
 	cpFailed bool
+	// confirmed is the position below which every record is in its
+	// ConsumeQueue, not merely handed to the queue's owner: the start, or
+	// the last checkpoint whose barrier every owner answered.
+	confirmed, confirmedTs int64
 }
 
 // NewReput starts at dispatched (the store's checkpoint), with the log
 // ending at logEnd and flushed to flushed.
 func NewReput(syncFlush bool, dispatched, logEnd, flushed int64) *Reput {
-	r := &Reput{syncFlush: syncFlush, pos: dispatched, visible: logEnd}
+	r := &Reput{syncFlush: syncFlush, pos: dispatched, visible: logEnd, confirmed: dispatched}
 	if syncFlush {
 		r.visible = flushed
 	}
@@ -86,7 +90,17 @@ func (r *Reput) LogStart(off int64) {
 	if off > r.pos {
 		r.pos = off
 	}
+	if off > r.confirmed {
+		r.confirmed = off // nothing below the log's start exists to dispatch
+	}
 }
+
+// Confirmed is the position below which every record is known to be in its
+// ConsumeQueue (and the store time there). Entries handed to a queue's
+// owner after it may still wait in the owner's mailbox: at a stop the store
+// dispatches again from here, or a clean checkpoint would claim entries
+// that a stopped owner never wrote.
+func (r *Reput) Confirmed() (pos, lastTs int64) { return r.confirmed, r.confirmedTs }
 
 // Pending reports whether visible records wait to be dispatched.
 func (r *Reput) Pending() bool { return r.visible > r.pos }
@@ -211,6 +225,9 @@ func (r *Reput) Ack(a Ack) (Checkpoint, bool) {
 	}
 	cp := r.cp
 	cp.Indexed, cp.Marks = r.indexed, slices.Clone(r.marks)
+	if cp.Pos > r.confirmed {
+		r.confirmed, r.confirmedTs = cp.Pos, cp.Ts
+	}
 	return cp, true
 }
 

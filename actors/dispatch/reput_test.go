@@ -158,3 +158,44 @@ func TestSortedKeys(t *testing.T) {
 		t.Fatalf("%s, want %s", got, want)
 	}
 }
+
+// TestReputConfirmed: records handed to their owners are confirmed only by
+// a checkpoint barrier every owner answered; a failed one confirms nothing.
+func TestReputConfirmed(t *testing.T) {
+	a0 := storage.QueueKey{Topic: "a", QueueID: 0}
+	log := &fakeLog{size: 10, keys: []storage.QueueKey{a0, a0, a0, a0, a0, a0}}
+	r := NewReput(false, 0, 30, 30)
+	if _, err := r.Dispatch(log); err != nil {
+		t.Fatal(err)
+	}
+	if pos, _ := r.Position(); pos != 30 {
+		t.Fatalf("position %d", pos)
+	}
+	if c, _ := r.Confirmed(); c != 0 {
+		t.Fatalf("confirmed %d before any barrier, want 0", c)
+	}
+	id, _ := r.StartCheckpoint(1)
+	r.Appended(60)
+	if _, err := r.Dispatch(log); err != nil { // handed during the barrier
+		t.Fatal(err)
+	}
+	r.Ack(Ack{ID: id, Mark: storage.QueueMark{Key: a0, Max: 3}})
+	if c, _ := r.Confirmed(); c != 0 {
+		t.Fatalf("confirmed %d with the index's answer missing", c)
+	}
+	r.Ack(Ack{ID: id, IsIndex: true, Indexed: 20})
+	if c, ts := r.Confirmed(); c != 30 || ts != 1020 {
+		t.Fatalf("confirmed %d (ts %d), want the barrier's start 30 (1020)", c, ts)
+	}
+	r.Written()
+	id, _ = r.StartCheckpoint(1)
+	r.Ack(Ack{ID: id, Err: errors.New("EIO")})
+	r.Ack(Ack{ID: id, IsIndex: true, Indexed: 50})
+	if c, _ := r.Confirmed(); c != 30 {
+		t.Fatalf("a failed barrier confirmed %d", c)
+	}
+	r.LogStart(100)
+	if c, _ := r.Confirmed(); c != 100 {
+		t.Fatalf("confirmed %d below the log's start 100", c)
+	}
+}
