@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 func TestElectsOneLeader(t *testing.T) {
@@ -128,8 +130,8 @@ func TestPartitionedLeaderCannotCommitOrRead(t *testing.T) {
 	old.node.ReadIndex(100)
 	c.process(old)
 	c.run(election+2*tick, func() bool { return false })
-	if old.node.Status().Serving {
-		t.Fatalf("isolated leader %d still serving after an election timeout", old.id)
+	if st := old.node.Status(); st.Serving || st.Lead != 0 {
+		t.Fatalf("isolated leader %d after an election timeout: %+v, want a follower of no one", old.id, st)
 	}
 	if c.dropped[2] != LeadershipLost || c.dropped[100] != NotLeader {
 		t.Fatalf("in-flight requests of the isolated leader: dropped %v, want 2 leadership-lost and 100 not-leader", c.dropped)
@@ -245,5 +247,104 @@ func TestSameSeedSameTrace(t *testing.T) {
 	}
 	if slices.Equal(a, runScenario(t, 12)) {
 		t.Fatal("seeds 11 and 12 gave the same trace: the seed does not reach the timers or the network")
+	}
+}
+
+// A leader that can send but not receive must give way: were it to keep
+// heartbeating, no follower's timer would ever fire.
+func TestLeaderThatCannotHearStepsDown(t *testing.T) {
+	c := newCluster(t, 3, 5)
+	old := c.mustLeader(time.Second)
+	for _, o := range c.members {
+		if o.id != old.id {
+			c.cut[[2]uint64{o.id, old.id}] = true
+		}
+	}
+	ok := c.run(3*time.Second, func() bool { l := c.leader(); return l != nil && l.id != old.id })
+	if !ok {
+		t.Fatalf("no new leader under an asymmetric partition of leader %d\n%s", old.id, c.tail(30))
+	}
+	c.propose(c.leader(), 1)
+	if !c.run(time.Second, func() bool { return c.acked[1] != 0 }) {
+		t.Fatal("the new leader does not commit")
+	}
+}
+
+// A follower cut off while nothing was written rejoins with a log as long
+// as anyone's. PreVote keeps its term from growing while it campaigns in
+// vain (else it would ignore the leader's lower-term messages for good), and
+// the vote lease keeps its campaigns from deposing the leader.
+func TestRejoiningFollowerDoesNotDepose(t *testing.T) {
+	c := newCluster(t, 3, 6)
+	l := c.mustLeader(time.Second)
+	term := l.node.Status().Term
+	f := uint64(1)
+	if f == l.id {
+		f = 2
+	}
+	c.isolate(f, true)
+	c.run(time.Second, func() bool { return false }) // it campaigns in vain
+	c.isolate(f, false)
+	c.run(2*time.Second, func() bool { return false })
+	if got := c.leader(); got != l || l.node.Status().Term != term {
+		t.Fatalf("after follower %d rejoined: leader %v term %d, want %d in term %d\n%s",
+			f, got, l.node.Status().Term, l.id, term, c.tail(20))
+	}
+	if st := c.members[f-1].node.Status(); st.Lead != l.id || st.Term != term {
+		t.Fatalf("rejoined follower %d: %+v, want to follow %d in term %d", f, st, l.id, term)
+	}
+}
+
+// The vote lease itself: a follower that heard from its leader within the
+// election timeout ignores a pre-vote from an up-to-date peer (PreVote alone
+// would grant it), and grants it once the leader has been silent that long.
+func TestVoteLease(t *testing.T) {
+	c := newCluster(t, 3, 6)
+	l := c.mustLeader(time.Second)
+	followed := func() bool {
+		for _, m := range c.members {
+			if m.node.Status().Lead != l.id {
+				return false
+			}
+		}
+		return true
+	}
+	if !c.run(time.Second, followed) {
+		t.Fatal("followers never heard from the leader")
+	}
+	var f, g *member
+	for _, m := range c.members {
+		switch {
+		case m == l:
+		case f == nil:
+			f = m
+		default:
+			g = m
+		}
+	}
+	preVote := func() *pb.Message {
+		for g.pending != nil {
+			c.persist(g) // so that the answer is not held behind a write
+		}
+		last, _ := g.node.ms.LastIndex()
+		lastTerm, _ := g.node.ms.Term(last)
+		m := &pb.Message{Type: pb.MsgPreVote.Enum(), From: new(f.id), To: new(g.id),
+			Term: new(l.node.Status().Term + 1), Index: new(last), LogTerm: new(lastTerm)}
+		if err := g.node.Step(c.now, m); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range g.node.Ready().Messages {
+			if m.GetType() == pb.MsgPreVoteResp {
+				return m
+			}
+		}
+		return nil
+	}
+	if resp := preVote(); resp != nil {
+		t.Fatalf("follower answered a pre-vote while its leader is live: %v", resp)
+	}
+	c.now = c.now.Add(election) // the leader went quiet; no tick, so g does not campaign
+	if resp := preVote(); resp == nil || resp.GetReject() {
+		t.Fatalf("follower did not grant a pre-vote after an election timeout of silence: %v", resp)
 	}
 }

@@ -230,7 +230,11 @@ func (n *Node) raftConfig() *raft.Config {
 func (n *Node) Tick(now time.Time) {
 	n.now = now
 	if n.rn.BasicStatus().RaftState == raft.StateLeader {
-		n.rn.Tick()
+		if !n.quorumHeard() && !n.persisting {
+			n.stepDown()
+		} else {
+			n.rn.Tick()
+		}
 	} else if !now.Before(n.deadline) {
 		// Campaign only errors for a node outside the configuration.
 		_ = n.rn.Campaign()
@@ -265,6 +269,20 @@ func (n *Node) Step(now time.Time, m *pb.Message) error {
 		return fmt.Errorf("raft node %d: step %v from %d: %w", n.cfg.ID, m.GetType(), m.GetFrom(), err)
 	}
 	return nil
+}
+
+// stepDown makes a leader that lost its quorum a follower of no one in the
+// same term, as CheckQuorum would: by starting a new RawNode on the
+// persisted state, which is what a restart does. What is lost is what a
+// crash would lose and no one was promised: unpersisted proposals (dropped
+// as LeadershipLost by observe), pending reads, followers' progress.
+// Without it, a leader that can send but not receive would keep every
+// follower's timer quiet forever.
+func (n *Node) stepDown() {
+	rn, err := raft.NewRawNode(n.raftConfig())
+	invariant.Check1(err == nil, "raft node: restart on persisted state failed: %v", err)
+	n.rn = rn
+	n.resetElectionTimer()
 }
 
 // inLease reports whether m is a (pre-)vote request to ignore because this
