@@ -46,8 +46,11 @@ type ControllerConfig struct {
 	NewState func() ControllerStateMachine
 	// Hooks, called on the raft actor (they must not block): every applied
 	// command with its result and, for a proposal of this node, its id;
-	// every dropped proposal; every change of leader, term or serving.
+	// every read asked with ReadIndex, once the state machine has applied
+	// its read index (the state may then be read, linearizably); every
+	// dropped proposal or read; every change of leader, term or serving.
 	OnApplied func(index uint64, cmd, result []byte, id uint64)
+	OnRead    func(id uint64)
 	OnDropped func(d raftnode.Dropped)
 	OnStatus  func(st raftnode.Status)
 }
@@ -148,6 +151,10 @@ func (c *Controller) stop(poison func(pid *actor.PID)) {
 // id) or OnDropped.
 func (c *Controller) Propose(id uint64, cmd []byte) { c.k.send(c.raft, &ctlPropose{id: id, cmd: cmd}) }
 
+// ReadIndex asks for a linearizable read under id; the outcome comes
+// through OnRead or OnDropped.
+func (c *Controller) ReadIndex(id uint64) { c.k.send(c.raft, &ctlRead{id: id}) }
+
 // Deliver implements Handler: raft messages from peers go to the raft
 // actor; anything else is not a controller node's yet.
 func (c *Controller) Deliver(in *Inbound) {
@@ -231,6 +238,7 @@ type (
 		id  uint64
 		cmd []byte
 	}
+	ctlRead   struct{ id uint64 }
 	ctlDialed struct {
 		gen  uint64
 		peer uint64
@@ -257,6 +265,7 @@ type raftActor struct {
 	log   *raftnode.Log
 	sm    ControllerStateMachine
 	links map[uint64]*ctlLink
+	reads []raftnode.Read // answered by raft, waiting for the state machine
 	tick  func() bool
 	// applied is the state machine's last applied index; snap the last
 	// compaction asked for.
@@ -299,6 +308,8 @@ func (a *raftActor) Receive(ctx actor.Context) {
 		a.node.Persisted(now)
 	case *ctlPropose:
 		a.propose(m)
+	case *ctlRead:
+		a.read(m.id)
 	case *ctlDialed:
 		a.dialed(m)
 	case *ctlLinkDown:
@@ -372,6 +383,31 @@ func (a *raftActor) propose(m *ctlPropose) {
 	a.node.Propose(m.id, m.cmd)
 }
 
+func (a *raftActor) read(id uint64) {
+	if a.node == nil {
+		if a.cfg.OnDropped != nil {
+			a.cfg.OnDropped(raftnode.Dropped{ID: id, Read: true, Reason: raftnode.NotLeader})
+		}
+		return
+	}
+	a.node.ReadIndex(id)
+}
+
+// serveReads reports the reads whose index the state machine has reached.
+func (a *raftActor) serveReads(more []raftnode.Read) {
+	a.reads = append(a.reads, more...)
+	kept := a.reads[:0]
+	for _, r := range a.reads {
+		switch {
+		case r.Index > a.applied:
+			kept = append(kept, r)
+		case a.cfg.OnRead != nil:
+			a.cfg.OnRead(r.ID)
+		}
+	}
+	a.reads = kept
+}
+
 // drain hands the node's outputs to where they go, until it has none.
 func (a *raftActor) drain(self *actor.PID) {
 	if a.node == nil {
@@ -412,6 +448,7 @@ func (a *raftActor) absorb(rd raftnode.Ready) {
 	if len(rd.Committed) > 0 && a.applied >= a.snap+a.cfg.SnapshotEvery {
 		a.compact()
 	}
+	a.serveReads(rd.Reads)
 	for _, d := range rd.Dropped {
 		if a.cfg.OnDropped != nil {
 			a.cfg.OnDropped(d)

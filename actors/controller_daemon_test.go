@@ -44,6 +44,8 @@ type ctlNode struct {
 	state  *listState
 	status raftnode.Status
 	acked  map[uint64]string // proposal id -> result
+	reads  map[uint64]int    // read id -> commands applied when it was served
+	drops  map[uint64]raftnode.DropReason
 }
 
 // ctlGroup runs controllers on one virtual-time loop, linked by in-memory
@@ -87,7 +89,7 @@ func mapsKeys(m map[uint64]string) func(func(uint64) bool) {
 
 func (g *ctlGroup) start(nd *ctlNode) {
 	g.t.Helper()
-	nd.acked = map[uint64]string{}
+	nd.acked, nd.reads, nd.drops = map[uint64]string{}, map[uint64]int{}, map[uint64]raftnode.DropReason{}
 	nd.status = raftnode.Status{}
 	cfg := ControllerConfig{SelfID: nd.id, Peers: g.peers, FS: nd.fs, Dir: "/store/raft", Seed: 42, SnapshotEvery: 8,
 		NewState: func() ControllerStateMachine { nd.state = &listState{}; return nd.state },
@@ -96,7 +98,9 @@ func (g *ctlGroup) start(nd *ctlNode) {
 				nd.acked[id] = string(result)
 			}
 		},
-		OnStatus: func(st raftnode.Status) { nd.status = st },
+		OnStatus:  func(st raftnode.Status) { nd.status = st },
+		OnRead:    func(id uint64) { nd.reads[id] = len(nd.state.cmds) },
+		OnDropped: func(d raftnode.Dropped) { nd.drops[d.ID] = d.Reason },
 	}
 	nd.c = NewController(cfg, loopEnv(g.loop, Env{Dial: g.dialer(nd.addr)}), protocol.DefaultLimits())
 	if err := nd.c.Start(); err != nil {
@@ -200,6 +204,20 @@ func TestControllerGroupReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 	g.waitApplied(want)
 	if len(l.acked) != 20 || l.acked[7] != "ok cmd-7" {
 		t.Fatalf("leader's results: %d of 20, #7 %q", len(l.acked), l.acked[7])
+	}
+	// A read on the leader sees every acknowledged command; a follower
+	// refuses.
+	l.c.ReadIndex(100)
+	testwait.For(t, g.loop, 5*time.Second, "read 100 served", func() bool { _, ok := l.reads[100]; return ok })
+	if l.reads[100] != 20 {
+		t.Fatalf("read served with %d commands applied, want 20", l.reads[100])
+	}
+	for _, nd := range g.nodes {
+		if nd != l {
+			nd.c.ReadIndex(101)
+			testwait.For(t, g.loop, 5*time.Second, "read 101 dropped", func() bool { return nd.drops[101] == raftnode.NotLeader })
+			break
+		}
 	}
 	// The leader dies; its disk keeps what it synced.
 	g.stop(l)
