@@ -105,6 +105,8 @@ func newNamesrvRequest(code Code) Request {
 		return &GetAllTopicListRequest{}
 	case CodeDeleteTopicInNamesrv:
 		return &DeleteTopicInNamesrvRequest{}
+	case CodeControllerRaftMessage:
+		return &ControllerRaftMessageRequest{}
 	}
 	return newControllerRequest(code)
 }

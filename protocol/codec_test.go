@@ -50,6 +50,7 @@ func requestCases() []Request {
 		&HAEpochsRequest{Epochs: []HAEpoch{{1, 0}, {2, 4096}}, MaxOffset: 8192},
 		&HAMetadataRequest{Kind: "topics", Version: 3, Data: []byte(`{"a":1}`)},
 		&HARefuseRequest{Reason: "diverged at 42"},
+		&ControllerRaftMessageRequest{Data: []byte{8, 3, 16, 1}},
 		&UnregisterClientRequest{ClientID: "c1", Group: "g"},
 		&ConsumerSendMsgBackRequest{Group: "g", CommitLogOffset: 1234, DelayLevel: 3, MaxReconsumeTimes: 16},
 		&NotifyConsumerIDsChangedRequest{Group: "g"},

@@ -53,6 +53,8 @@ var layers = map[string]layer{
 		protoactor, raft, mod("internal/invariant")},
 		// The actors' tests run the broker on virtual time.
 		tests: []string{mod("internal/vtime"), mod("internal/testwait")}},
+	// The controller's consensus: raft over the FS seam, a plain core.
+	"actors/raftnode": {imports: []string{std, raft, mod("storage/vfs"), mod("internal/invariant")}},
 	// The name server's route table: a leaf core over the wire types.
 	"actors/namesrv": {imports: []string{std, mod("protocol")}},
 	// A broker's registration with its name servers: a leaf core too.
