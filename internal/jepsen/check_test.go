@@ -200,3 +200,30 @@ func TestHistoryConcurrent(t *testing.T) {
 		t.Errorf("check: %v", r)
 	}
 }
+
+// TestBetween: a window keeps the sends invoked in it, drops completions
+// after it (those sends become indeterminate) and keeps the chosen reads of
+// its keys only.
+func TestBetween(t *testing.T) {
+	var h History
+	ack("before", at(q0, 0))(&h)
+	from := h.Len()
+	ack("in", at(q0, 1))(&h)
+	h.Invoke("p", "late")
+	h.Invoke("p", "lost")
+	h.Complete("p", "lost", Acked, at(q0, 3), nil)
+	to := h.Len()
+	h.Complete("p", "late", Acked, at(q0, 2), nil)
+	read("snap", "slave", at(q0, 0), "before")(&h)
+	read("snap", "slave", at(q0, 1), "in")(&h)
+	read("other", "master", at(q0, 3), "lost")(&h)
+	r := Check(Between(h.Ops(), from, to, func(op Op) bool { return op.Process == "snap" }))
+	want := Summary{Sent: 3, Acked: 2, Indeterminate: 1, Read: 1, Reads: 1}
+	if r.Summary != want || r.Count(LostWrite) != 1 || len(r.Anomalies) != 1 || r.Anomalies[0].Key != "lost" {
+		t.Errorf("got %v %v, want %+v and lost-write of key lost only", r, r.Anomalies, want)
+	}
+	all := Check(Between(h.Ops(), 0, h.Len(), func(Op) bool { return true }))
+	if all.Acked != 4 || len(all.Anomalies) != 1 || all.Anomalies[0].Key != "late" {
+		t.Errorf("the whole history: %v %v, want a lost-write of key late only", all, all.Anomalies)
+	}
+}

@@ -118,3 +118,38 @@ func (h *History) Ops() []Op {
 	defer h.mu.Unlock()
 	return append([]Op(nil), h.ops...)
 }
+
+// Len is the number of records so far: a mark for Between.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
+// Between narrows ops to a window, for checks of what held at one moment:
+// the sends invoked at or after mark from, with only their completions
+// recorded before mark to (a later one is dropped, so the send counts as
+// indeterminate), and the reads that keep accepts, of those keys only.
+// Between(ops, 0, len(ops), keep) keeps every send and chooses the reads.
+func Between(ops []Op, from, to int, keep func(Op) bool) []Op {
+	in := map[string]bool{}
+	var out []Op
+	for _, op := range ops {
+		switch op.Kind {
+		case Invoke:
+			if op.Seq >= from {
+				in[op.Key] = true
+				out = append(out, op)
+			}
+		case Complete:
+			if in[op.Key] && op.Seq < to {
+				out = append(out, op)
+			}
+		case Read:
+			if in[op.Key] && keep(op) {
+				out = append(out, op)
+			}
+		}
+	}
+	return out
+}
