@@ -323,8 +323,8 @@ func (r *jepsenRig) checkDuring(round int, what string, from int, nodes ...*jeps
 
 // checkAfter stops the load, waits for both slaves to end where the
 // master does, reads every replica and checks the whole history against
-// these reads.
-func (r *jepsenRig) checkAfter(round int, load *jepsenLoad) jepsen.Result {
+// these reads; the round's own sends (from mark began) are summed up apart.
+func (r *jepsenRig) checkAfter(round, began int, load *jepsenLoad) jepsen.Result {
 	r.t.Helper()
 	load.end()
 	testwait.For(r.t, testwait.Wall, 15*time.Second, "both slaves' logs ending where the master's does", func() bool {
@@ -346,9 +346,11 @@ func (r *jepsenRig) checkAfter(round int, load *jepsenLoad) jepsen.Result {
 		}
 	}
 	ops := r.h.Ops()
-	res := jepsen.Check(jepsen.Between(ops, 0, len(ops), func(op jepsen.Op) bool { return strings.HasPrefix(op.Process, prefix) }))
-	r.report(round, "after the fault, every replica", res)
-	r.t.Logf("round %d: the round's sends ended: %s", round, load.endings())
+	keep := func(op jepsen.Op) bool { return strings.HasPrefix(op.Process, prefix) }
+	own := jepsen.Check(jepsen.Between(ops, began, len(ops), keep))
+	r.t.Logf("round %d: its own sends: %v; they ended: %s", round, own, load.endings())
+	res := jepsen.Check(jepsen.Between(ops, 0, len(ops), keep))
+	r.report(round, "after the fault, every replica, every round's sends", res)
 	return res
 }
 
@@ -390,12 +392,12 @@ func jepsenTest(t *testing.T, topic string, round func(n int, r *jepsenRig)) {
 	r := startJepsenRig(t, topic)
 	start := time.Now()
 	for n := range max(*jepsenRounds, 1) {
-		began := time.Now()
+		began, mark := time.Now(), r.h.Len()
 		load := r.startLoad(n, 4)
 		r.waitAcked(r.h.Len(), 200, 10*time.Second, "before the fault")
 		round(n, r)
 		r.waitAcked(r.h.Len(), 100, 15*time.Second, "after the fault healed")
-		r.checkAfter(n, load)
+		r.checkAfter(n, mark, load)
 		t.Logf("round %d took %v", n, time.Since(began).Round(time.Millisecond))
 		if t.Failed() {
 			break

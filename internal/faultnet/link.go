@@ -35,6 +35,7 @@ type pair struct {
 	mu     sync.Mutex
 	out    net.Conn
 	closed bool
+	done   chan struct{} // closed by close: ends a latency wait
 }
 
 // setOut attaches the target's side; false (and out closed) if the pair
@@ -57,6 +58,7 @@ func (p *pair) close() {
 		return
 	}
 	p.closed = true
+	close(p.done)
 	p.in.Close()
 	if p.out != nil {
 		p.out.Close()
@@ -103,7 +105,7 @@ func (l *Link) accept() {
 			return
 		}
 		l.accepted++
-		p := &pair{in: c, tainted: l.partitioned}
+		p := &pair{in: c, tainted: l.partitioned, done: make(chan struct{})}
 		l.conns[p] = struct{}{}
 		l.wg.Add(1)
 		l.mu.Unlock()
@@ -170,15 +172,15 @@ func (l *Link) pump(p *pair, src, dst net.Conn) {
 	go func() {
 		defer close(done)
 		for c := range q {
-			if d := time.Until(c.due); d > 0 {
-				time.Sleep(d)
+			if !p.wait(time.Until(c.due)) {
+				break
 			}
 			if _, err := dst.Write(c.b); err != nil {
 				p.close() // unblocks the reader below
-				for range q {
-				}
-				return
+				break
 			}
+		}
+		for range q { // the pair is closed: drop the rest
 		}
 	}()
 	buf := make([]byte, 32<<10)
@@ -201,6 +203,21 @@ func (l *Link) pump(p *pair, src, dst net.Conn) {
 	}
 	close(q)
 	<-done
+}
+
+// wait waits d, or less if the pair closes first: false then.
+func (p *pair) wait(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.done:
+		return false
+	}
 }
 
 // Partition drops every byte of the link from now on, on live

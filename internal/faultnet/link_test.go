@@ -180,10 +180,15 @@ func TestNetCloseStopsEverything(t *testing.T) {
 		t.Errorf("a->c during the a|b partition: %v", err)
 	}
 	dial(t, ab.Addr())
-	ac.SetLatency(time.Second)
+	ac.SetLatency(5 * time.Second)
 	cs[2].c.Write([]byte("queued\n"))
+	time.Sleep(50 * time.Millisecond) // let the proxy read it: a chunk waits out its latency
+	closing := time.Now()
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if took := time.Since(closing); took > time.Second {
+		t.Errorf("Close took %v: it waited out the latency of a queued chunk", took)
 	}
 	// The echo server's own goroutines end when the proxy closes its side.
 	testwait.For(t, testwait.Wall, 3*time.Second, "goroutines back to the count before the links", func() bool {
