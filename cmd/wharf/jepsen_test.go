@@ -7,7 +7,9 @@ package main
 // name-server routes record every send in an internal/jepsen History; in
 // each round one fault strikes under load (kill -9 of the master,
 // SIGSTOP/SIGCONT of a slave, a partition of the master from both slaves),
-// and two checks run:
+// lasting longer than haHousekeepingInterval (1.5 s here), so that the
+// master drops the silent links and the slaves rejoin afterwards; and two
+// checks run:
 //
 //   - during the fault, the slaves alone are read: every send acknowledged
 //     as SEND_OK (since the cluster started, or since the fault began when
@@ -121,9 +123,11 @@ func (r *jepsenRig) link(from, to, target string) string {
 	return l.Addr()
 }
 
+// node starts a broker of the group; a replication link silent for 1.5 s
+// (three missed heartbeats) is closed, so that a fault of 2 s drops it.
 func (r *jepsenRig) node(name string, port, haPort int, flags ...string) *jepsenNode {
 	n := &jepsenNode{name: name, port: port, haPort: haPort, nsAddr: r.link(name, "ns", r.ns.addr),
-		flags: append([]string{"--brokerName", jepsenGroup}, flags...)}
+		flags: append([]string{"--brokerName", jepsenGroup, "--haHousekeepingInterval", "1500"}, flags...)}
 	n.b = startClusterBroker(r.t, r.t.TempDir(), port, haPort, n.nsAddr, n.flags...)
 	return n
 }
