@@ -5,8 +5,9 @@ package main
 // each node's links to its peers through internal/faultnet, so that a test
 // can partition the master from its slaves and nothing else. Producers on
 // name-server routes record every send in an internal/jepsen History; in
-// each round one fault strikes under load (kill -9 of the master,
-// SIGSTOP/SIGCONT of a slave, a partition of the master from both slaves),
+// each round one fault strikes under load (kill -9 of the master, kill -9
+// of a slave, SIGSTOP/SIGCONT of a slave, a partition of the master from
+// both slaves),
 // lasting longer than haHousekeepingInterval (1.5 s here), so that the
 // master drops the silent links and the slaves rejoin afterwards; and two
 // checks run:
@@ -496,5 +497,23 @@ func TestJepsenPartitionMaster(t *testing.T) {
 		})
 		r.checkDuring(n, "master partitioned from both slaves, the slaves", from, r.s[0], r.s[1])
 		r.net.HealAll()
+	})
+}
+
+// TestJepsenKillSlave: kill -9 of one slave under load, and its restart
+// on its store. Meanwhile the master goes on with the other slave, which
+// has every send acknowledged since the kill; the restarted slave resumes
+// from its recovered log and ends up agreeing with the others.
+func TestJepsenKillSlave(t *testing.T) {
+	jepsenTest(t, "jepsen-kill-slave", func(n int, r *jepsenRig) {
+		killed, other := r.s[n%2], r.s[(n+1)%2]
+		killed.b.kill()
+		from, start := r.h.Len(), time.Now()
+		testwait.For(t, testwait.Wall, 10*time.Second, "a second of sends with one slave dead", func() bool {
+			_, acked := r.completedSince(from)
+			return time.Since(start) >= time.Second && acked >= 200
+		})
+		r.checkDuring(n, "slave "+killed.name+" killed, slave "+other.name, from, other)
+		r.restart(killed)
 	})
 }
