@@ -18,8 +18,9 @@ package main
 //     acknowledges only what a slave has; a missing one is a lost-write;
 //   - after the fault has healed and the replicas have caught up, every
 //     replica is read from the first offset, and the whole history is
-//     checked: no lost-write, duplicate, inconsistent-offsets or
-//     nonmonotonic.
+//     checked against these reads and those of a consumer that followed
+//     the master through the round: no lost-write, duplicate,
+//     inconsistent-offsets or nonmonotonic.
 //
 // Sends are never retried by the client (WithRetries(0)): a retried send
 // that timed out would be a legitimate duplicate, so any duplicate here is
@@ -298,6 +299,70 @@ func (r *jepsenRig) readReplica(reader string, n *jepsenNode) (int, error) {
 	return read, nil
 }
 
+// jepsenTail is a consumer that follows every queue of the master while
+// the round runs, one goroutine per queue, each pulling from the offset
+// its last answer gave: its reads are a live consumer's, in order, so the
+// checker can tell whether offsets ever go back. Errors (the master
+// killed, say) are retried from the same offset.
+type jepsenTail struct {
+	pc   *client.PullConsumer
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func (r *jepsenRig) startTail(round int) *jepsenTail {
+	pc, err := client.NewPullConsumer(r.m.b.addr, "jepsen-tail", client.WithTimeout(time.Second),
+		client.WithReconnectBackoff(50*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	tl := &jepsenTail{pc: pc, stop: make(chan struct{})}
+	reader := fmt.Sprintf("tail%d/m", round)
+	for q := int32(0); q < jepsenQueues; q++ {
+		tl.wg.Add(1)
+		go tl.follow(r, reader, q)
+	}
+	r.t.Cleanup(func() { tl.end(r.t) })
+	return tl
+}
+
+func (tl *jepsenTail) follow(r *jepsenRig, reader string, q int32) {
+	defer tl.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-tl.stop; cancel() }()
+	for off := int64(0); ctx.Err() == nil; {
+		res, err := tl.pc.Pull(ctx, r.topic, q, off, 256, client.PullOptions{Suspend: 200 * time.Millisecond})
+		if err != nil {
+			select {
+			case <-tl.stop:
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		for _, m := range res.Messages {
+			key := ""
+			if keys := m.Keys(); len(keys) > 0 {
+				key = keys[0]
+			}
+			r.h.Read(reader, "m", jepsen.Pos{Queue: jepsen.Queue{Group: jepsenGroup, Topic: r.topic, ID: m.QueueID}, Offset: m.QueueOffset}, key)
+		}
+		off = res.NextBeginOffset
+	}
+}
+
+// end stops the tail and waits for its pulls.
+func (tl *jepsenTail) end(t *testing.T) {
+	tl.once.Do(func() {
+		close(tl.stop)
+		if !testwait.Chan(wgDone(&tl.wg), 10*time.Second) {
+			t.Errorf("the tailing consumer did not stop")
+		}
+		tl.pc.Close()
+	})
+}
+
 // checkDuring reads the nodes (the slaves reachable while the fault lasts)
 // and checks the sends invoked after mark from whose completions came
 // before the read: no acknowledged one may be missing from them. A slave's
@@ -329,9 +394,10 @@ func (r *jepsenRig) checkDuring(round int, what string, from int, nodes ...*jeps
 // checkAfter stops the load, waits for both slaves to end where the
 // master does, reads every replica and checks the whole history against
 // these reads; the round's own sends (from mark began) are summed up apart.
-func (r *jepsenRig) checkAfter(round, began int, load *jepsenLoad) jepsen.Result {
+func (r *jepsenRig) checkAfter(round, began int, load *jepsenLoad, tail *jepsenTail) jepsen.Result {
 	r.t.Helper()
 	load.end()
+	tail.end(r.t)
 	testwait.For(r.t, testwait.Wall, 15*time.Second, "both slaves' logs ending where the master's does", func() bool {
 		mi, err := haInfo(r.m.b.addr)
 		if err != nil {
@@ -344,14 +410,16 @@ func (r *jepsenRig) checkAfter(round, began int, load *jepsenLoad) jepsen.Result
 		}
 		return true
 	})
-	prefix := fmt.Sprintf("after%d/", round)
+	prefix, tailed := fmt.Sprintf("after%d/", round), fmt.Sprintf("tail%d/", round)
 	for _, n := range []*jepsenNode{r.m, r.s[0], r.s[1]} {
 		if _, err := r.readReplica(prefix+n.name, n); err != nil {
 			r.t.Fatalf("round %d: %v", round, err)
 		}
 	}
 	ops := r.h.Ops()
-	keep := func(op jepsen.Op) bool { return strings.HasPrefix(op.Process, prefix) }
+	keep := func(op jepsen.Op) bool {
+		return strings.HasPrefix(op.Process, prefix) || strings.HasPrefix(op.Process, tailed)
+	}
 	own := jepsen.Check(jepsen.Between(ops, began, len(ops), keep))
 	r.t.Logf("round %d: its own sends: %v; they ended: %s", round, own, load.endings())
 	res := jepsen.Check(jepsen.Between(ops, 0, len(ops), keep))
@@ -398,11 +466,11 @@ func jepsenTest(t *testing.T, topic string, round func(n int, r *jepsenRig)) {
 	start := time.Now()
 	for n := range max(*jepsenRounds, 1) {
 		began, mark := time.Now(), r.h.Len()
-		load := r.startLoad(n, 4)
+		load, tail := r.startLoad(n, 4), r.startTail(n)
 		r.waitAcked(r.h.Len(), 200, 10*time.Second, "before the fault")
 		round(n, r)
 		r.waitAcked(r.h.Len(), 100, 15*time.Second, "after the fault healed")
-		r.checkAfter(n, mark, load)
+		r.checkAfter(n, mark, load, tail)
 		t.Logf("round %d took %v", n, time.Since(began).Round(time.Millisecond))
 		if t.Failed() {
 			break
