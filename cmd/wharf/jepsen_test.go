@@ -7,7 +7,7 @@ package main
 // name-server routes record every send in an internal/jepsen History; in
 // each round one fault strikes under load (kill -9 of the master, kill -9
 // of a slave, SIGSTOP/SIGCONT of a slave, a partition of the master from
-// both slaves),
+// both slaves, the replication links cut again and again),
 // lasting longer than haHousekeepingInterval (1.5 s here), so that the
 // master drops the silent links and the slaves rejoin afterwards; and two
 // checks run:
@@ -583,5 +583,37 @@ func TestJepsenKillSlave(t *testing.T) {
 		})
 		r.checkDuring(n, "slave "+killed.name+" killed, slave "+other.name, from, other)
 		r.restart(killed)
+	})
+}
+
+// TestJepsenFlapReplication: the slaves' replication links cut again and
+// again under load (one slave's, then the other's, every 150 ms, some with
+// 5 ms of added latency), so that each slave reconnects and resumes many
+// times from what it has. Every send acknowledged meanwhile is on a slave,
+// and no resumption duplicates, reorders or overwrites a message.
+func TestJepsenFlapReplication(t *testing.T) {
+	jepsenTest(t, "jepsen-flap", func(n int, r *jepsenRig) {
+		from := r.h.Len()
+		var links [2]*faultnet.Link
+		for i, s := range r.s {
+			l, err := r.net.Link(s.name, "m", "127.0.0.1:"+strconv.Itoa(r.m.haPort))
+			if err != nil {
+				t.Fatal(err)
+			}
+			links[i] = l
+		}
+		for i := range 10 {
+			l, latency := links[i%2], time.Duration(0)
+			if i%3 == 2 {
+				latency = 5 * time.Millisecond
+			}
+			l.SetLatency(latency)
+			l.Cut()
+			time.Sleep(150 * time.Millisecond) // the fault's rhythm, not a wait for a condition
+		}
+		r.checkDuring(n, "replication links flapping, the slaves", from, r.s[0], r.s[1])
+		for _, l := range links {
+			l.SetLatency(0)
+		}
 	})
 }
