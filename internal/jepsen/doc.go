@@ -30,6 +30,12 @@
 // and its slaves hold the same log, so the same key at the same position on
 // two replicas is one position, and two keys there are an anomaly.
 //
-// The package has no clock of its own beyond stamping records with the
-// time the caller's clock gives, and does no I/O. Imports: std only.
+// Between narrows a history to a window (the sends invoked after one mark,
+// completed before another, and chosen reads), for checks of what held at
+// one moment, such as "every send acknowledged during the partition is on
+// a slave read during it".
+//
+// The package stamps records with time.Now unless History.Clock says
+// otherwise (the stamps are for people: Check goes by the record order),
+// starts no goroutine and does no I/O. Imports: std only.
 package jepsen
