@@ -5,7 +5,7 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test run bench sim fuzz vet clean bench-compare
+.PHONY: build test run bench sim fuzz vet clean bench-compare jepsen
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
@@ -43,6 +43,14 @@ bench-compare:
 SEEDS ?= 10000
 sim: build
 	./$(BIN) sim --seeds $(SEEDS)
+
+# The Jepsen-style tests of cmd/wharf/jepsen_test.go (real processes, faults
+# through a TCP proxy, a history checked for lost, duplicated and reordered
+# messages) with more rounds per fault than `make test` runs (3).
+# ROUNDS=50 make jepsen for a longer campaign.
+ROUNDS ?= 20
+jepsen:
+	$(GO) test -count=1 -timeout 60m -run '^TestJepsen' -v ./cmd/wharf/ -jepsen.rounds=$(ROUNDS)
 
 # Short fuzz runs of every fuzz target (go test -fuzz takes one target at a time).
 fuzz:

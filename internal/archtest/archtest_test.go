@@ -90,6 +90,10 @@ var layers = map[string]layer{
 	"internal/brokertest": {imports: []string{std, mod("protocol"), mod("storage"), mod("actors"),
 		mod("netio"), mod("internal")}},
 	"internal/archtest": {imports: []string{std}},
+	// The Jepsen-style history and checker, and the fault-injecting TCP
+	// proxy the tests of real processes put between nodes.
+	"internal/jepsen":   {imports: []string{std}},
+	"internal/faultnet": {imports: []string{std}, tests: []string{mod("internal/testwait")}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), hdrhist}},
 }
