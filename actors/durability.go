@@ -158,7 +158,7 @@ func gateMode(cfg Config, f Faults, role roleState) gate.Mode {
 func (a *durabilityActor) startReplicating() {
 	a.repl = ha.NewReplicator(ha.ReplicatorConfig{MaxGapNotInSync: a.cfg.HAMaxGapNotInSync, TransferBatchSize: a.cfg.HATransferBatchSize,
 		CatchUpFromLastSegment: a.cfg.HACatchUpFromLastSegment, HousekeepingInterval: a.cfg.HAHousekeepingInterval,
-		MetadataInterval: a.cfg.HAMetadataInterval}, a.st.CommitLog(), a.k.log)
+		MetadataInterval: a.cfg.HAMetadataInterval, Epochs: a.st.Epochs}, a.st.CommitLog(), a.k.log)
 }
 
 // appended follows a growth of the log: flush it (SYNC_FLUSH), admit the

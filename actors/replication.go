@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -133,6 +134,10 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 	if rd.Appended {
 		a.appended(ctx)
 	}
+	if rd.Truncate {
+		a.fol.Truncated(a.k.now(), a.truncateLog(rd.TruncateTo))
+		defer a.drainFollower(ctx)
+	}
 	if rd.RetryIn > 0 {
 		a.k.after(rd.RetryIn, a.self, &haReconnect{gen: a.role.gen})
 	}
@@ -140,6 +145,20 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 		a.connect(rd.DialAddr)
 	}
 	a.v.publishFollower(a.fol.Status(), a.fol.MasterMaxOffset())
+}
+
+// truncateLog has a slave's log cut back to the point it shares with its
+// master. storage.Store.TruncateTo needs the store to itself, and the
+// reput, dispatch and index actors use it beside the writer, so the cut is
+// recorded for the next start (storage.Store.RequestTruncate, done by
+// Open before any actor runs) and replication stops until then: the log is
+// never overwritten, and never copied onto while it diverges.
+func (a *writerActor) truncateLog(off int64) error {
+	end := a.st.CommitLog().MaxOffset()
+	if err := a.st.RequestTruncate(off); err != nil {
+		return fmt.Errorf("recording the cut of the log (end %d) back to %d: %w", end, off, err)
+	}
+	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master: the cut is recorded and done when the broker next starts; restart it", end, off)
 }
 
 // connect dials the master off the actor.

@@ -70,6 +70,8 @@ func NewRequest(code Code) Request {
 		return &HAMetadataRequest{}
 	case CodeHARefuse:
 		return &HARefuseRequest{}
+	case CodeHAEpochs:
+		return &HAEpochsRequest{}
 	case CodeUnregisterClient:
 		return &UnregisterClientRequest{}
 	case CodeConsumerSendMsgBack:

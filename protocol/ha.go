@@ -18,6 +18,10 @@ const (
 	// HA_REFUSE (master -> slave): the master will not replicate to this
 	// slave (its log diverged); Reason says why. The master then closes.
 	CodeHARefuse Code = 4104
+	// HA_EPOCHS (master -> slave): the master's epoch entries and log end,
+	// the answer to a report that carries the slave's entries. The slave
+	// truncates to the point both logs share, then reports again.
+	CodeHAEpochs Code = 4105
 )
 
 func init() {
@@ -25,6 +29,14 @@ func init() {
 	codeNames[CodeHATransfer] = "HA_TRANSFER"
 	codeNames[CodeHAMetadata] = "HA_METADATA"
 	codeNames[CodeHARefuse] = "HA_REFUSE"
+	codeNames[CodeHAEpochs] = "HA_EPOCHS"
+}
+
+// HAEpoch is one master epoch and the log offset of its first byte (an
+// entry of the epoch file). Epoch 0 is no epoch: classic master/slave.
+type HAEpoch struct {
+	Epoch       int32 `msgpack:"epoch"`
+	StartOffset int64 `msgpack:"startOffset"`
 }
 
 // HAReportRequest is a slave's position. TailCRC is the CRC-32 (IEEE) of the
@@ -40,14 +52,27 @@ type HAReportRequest struct {
 	// SegmentSize is the slave's mappedFileSizeCommitLog: it must equal the
 	// master's for the logs to be byte-identical.
 	SegmentSize int64 `msgpack:"segmentSize"`
+	// Epoch is the slave's newest epoch (0: none). A master whose own is
+	// older is stale and refuses the slave.
+	Epoch int32 `msgpack:"epoch"`
+	// Epochs, on the first report of a slave that has any, are its epoch
+	// entries: the master answers HA_EPOCHS instead of streaming.
+	Epochs []HAEpoch `msgpack:"epochs,omitempty"`
 }
 
-// HATransferRequest carries log bytes at Offset (the frame body).
-// MasterMaxOffset is the master's log end, for the slave's lag.
+// HATransferRequest carries log bytes at Offset (the frame body), all of
+// one master epoch: Epoch, which began at EpochStartOffset (0, 0: classic
+// mode, no epoch). A batch never crosses an epoch boundary, so a slave
+// records a new epoch entry when Epoch changes, before appending the
+// bytes. MasterMaxOffset is the master's log end, for the slave's lag;
+// ConfirmOffset is how far the master's log is confirmed (0: not known).
 type HATransferRequest struct {
-	Offset          int64  `msgpack:"offset"`
-	MasterMaxOffset int64  `msgpack:"masterMaxOffset"`
-	Data            []byte `msgpack:"-"`
+	Offset           int64  `msgpack:"offset"`
+	MasterMaxOffset  int64  `msgpack:"masterMaxOffset"`
+	Epoch            int32  `msgpack:"epoch"`
+	EpochStartOffset int64  `msgpack:"epochStartOffset"`
+	ConfirmOffset    int64  `msgpack:"confirmOffset"`
+	Data             []byte `msgpack:"-"`
 }
 
 func (r *HATransferRequest) appendBody(b []byte) ([]byte, error) { return append(b, r.Data...), nil }
@@ -78,12 +103,20 @@ type HARefuseRequest struct {
 	Reason string `msgpack:"reason"`
 }
 
+// HAEpochsRequest is the master's epoch entries and its log's end.
+type HAEpochsRequest struct {
+	Epochs    []HAEpoch `msgpack:"epochs"`
+	MaxOffset int64     `msgpack:"maxOffset"`
+}
+
 func (r *HAReportRequest) RequestCode() Code   { return CodeHAReport }
 func (r *HATransferRequest) RequestCode() Code { return CodeHATransfer }
 func (r *HAMetadataRequest) RequestCode() Code { return CodeHAMetadata }
 func (r *HARefuseRequest) RequestCode() Code   { return CodeHARefuse }
+func (r *HAEpochsRequest) RequestCode() Code   { return CodeHAEpochs }
 
 func (*HAReportRequest) isFields()   {}
 func (*HATransferRequest) isFields() {}
 func (*HAMetadataRequest) isFields() {}
 func (*HARefuseRequest) isFields()   {}
+func (*HAEpochsRequest) isFields()   {}

@@ -32,6 +32,8 @@ var ErrInconsistent = errors.New("store inconsistent")
 //     code; entries are in log order, filler entries only lead; no queue
 //     runs past the offset table;
 //   - the durable checkpoint claims no more than the store holds;
+//   - epoch entries have increasing epochs and start offsets, none beyond
+//     the log's end;
 //   - records of a deleted topic below its watermark (Deleted) count for
 //     nothing: no ConsumeQueue entry points at them and the offset table
 //     does not count them, and a queue of the topic re-created at the
@@ -69,6 +71,12 @@ func checkPositions(s *Store) error {
 	}
 	if dispatched < minOff || dispatched > maxOff {
 		return inconsistent("reput position %d outside the log [%d, %d)", dispatched, minOff, maxOff)
+	}
+	epochs := s.epochList()
+	for i, e := range epochs {
+		if e.Epoch <= 0 || e.StartOffset > maxOff || (i > 0 && (e.Epoch <= epochs[i-1].Epoch || e.StartOffset < epochs[i-1].StartOffset)) {
+			return inconsistent("epoch entry %d-%d out of place (entries %v, log end %d)", e.Epoch, e.StartOffset, epochs, maxOff)
+		}
 	}
 	if s.idx != nil {
 		if m := s.idx.MaxPhyOffset(); m > 0 && m >= dispatched {

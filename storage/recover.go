@@ -23,16 +23,17 @@ type RecoveryReport struct {
 	DeletedQueues    []QueueKey // queues of deleted topics left by a crash, removed
 	IndexRebuiltFrom int64      // -1 if the index needed no rebuild
 	IndexDiscarded   string     // why a damaged index was dropped, if it was
+	RequestedCut     int64      // where a cut RequestTruncate asked for was made, -1 if none
 }
 
 func (r *RecoveryReport) String() string {
-	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d",
-		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom)
+	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d requested_cut=%d",
+		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut)
 }
 
 // recover brings the store to a consistent state; see Open.
 func (s *Store) recover() (*RecoveryReport, error) {
-	rep := &RecoveryReport{IndexRebuiltFrom: -1}
+	rep := &RecoveryReport{IndexRebuiltFrom: -1, RequestedCut: -1}
 	_, err := s.fs.Stat(s.abortPath())
 	rep.Abnormal = err == nil
 	cp, err := loadCheckpoint(s.fs, s.cfg.StorePathRootDir)

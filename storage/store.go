@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"path"
 	"sort"
@@ -73,6 +74,9 @@ type Store struct {
 	diskFull bool
 	closed   bool
 
+	epochs        atomic.Pointer[[]EpochEntry] // the epoch file's entries: replaced whole by the writer, read anywhere
+	writesStopped atomic.Bool                  // StopWrites: AppendBatch refuses, TruncateTo may run
+
 	// cpMu orders checkpoint writes from other goroutines (the broker
 	// writes them off its actors) with Close: once cpClosed, the clean
 	// checkpoint of Close is the last one written.
@@ -121,7 +125,14 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 		s.closeFiles()
 		return nil, nil, err
 	}
+	if err := s.loadEpochs(); err != nil {
+		s.closeFiles()
+		return nil, nil, err
+	}
 	rep, err := s.recover()
+	if err == nil {
+		err = s.dropEpochsAfter(s.cl.MaxOffset())
+	}
 	if err != nil {
 		s.closeFiles()
 		return nil, rep, fmt.Errorf("storage: recovery of %s: %w", cfg.StorePathRootDir, err)
@@ -129,6 +140,10 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 	if err := s.createAbort(); err != nil {
 		s.closeFiles()
 		return nil, rep, err
+	}
+	if err := s.cutAsRequested(rep); err != nil {
+		s.closeFiles()
+		return nil, rep, fmt.Errorf("storage: open %s: %w", cfg.StorePathRootDir, err)
 	}
 	return s, rep, nil
 }
@@ -203,6 +218,9 @@ var ErrDiskFull = errors.New("disk full")
 // through CommitLog.AppendRaw), so it is where watermarks of deleted topics
 // beyond the log's end are lowered to it first (see clampDeleted).
 func (s *Store) AppendBatch(msgs []*Message, storeTimestamp int64, out []AppendResult) ([]AppendResult, error) {
+	if s.writesStopped.Load() {
+		return out[:0], fmt.Errorf("storage: %w", ErrWritesStopped)
+	}
 	if s.diskFull {
 		return out[:0], fmt.Errorf("storage: %w: usage above diskSpaceWarningLevelRatio %.0f%%; writes resume below %.0f%%",
 			ErrDiskFull, s.cfg.Retention.DiskSpaceWarningLevelRatio*100, (s.cfg.Retention.DiskSpaceWarningLevelRatio-diskFullHysteresis)*100)
@@ -385,8 +403,14 @@ func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
 func (s *Store) Checkpoint() error { return s.checkpoint(false) }
 
 func (s *Store) checkpoint(clean bool) error {
-	cp := &checkpoint{Clean: clean, CLFlushed: s.cl.FlushedOffset(), CLMax: s.cl.MaxOffset(),
-		Dispatched: s.dispatched.Load(), LogicsMsgTime: s.lastStoreTs,
+	return s.checkpointBelow(clean, math.MaxInt64, math.MaxInt64)
+}
+
+// checkpointBelow is checkpoint claiming nothing of the log at or beyond
+// limit and nothing of the index beyond indexed (TruncateTo's first step).
+func (s *Store) checkpointBelow(clean bool, limit, indexed int64) error {
+	cp := &checkpoint{Clean: clean, CLFlushed: min(s.cl.FlushedOffset(), limit), CLMax: min(s.cl.MaxOffset(), limit),
+		Dispatched: min(s.dispatched.Load(), limit), LogicsMsgTime: s.lastStoreTs,
 		ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
 	s.mu.RLock()
 	queues := make([]*cq.Queue, 0, len(s.cqs))
@@ -414,7 +438,7 @@ func (s *Store) checkpoint(clean bool) error {
 		// Unflushed puts after this point may overwrite slots of flushed
 		// entries, so after a crash the index file holding this offset is
 		// rebuilt (index.TruncateAfter drops it).
-		cp.Indexed = s.idx.MaxPhyOffset()
+		cp.Indexed = min(s.idx.MaxPhyOffset(), indexed)
 	}
 	if err := writeFileAtomic(s.fs, s.checkpointPath(), cp.encode()); err != nil {
 		return fmt.Errorf("storage: checkpoint: %w", err)

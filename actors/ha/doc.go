@@ -16,6 +16,21 @@
 // heartbeats, housekeeping), appending what the master sends at the same
 // offsets, and reporting its log end, which acknowledges it.
 //
+// Epochs (controller mode; storage's epoch file): a slave whose log has
+// epoch entries sends them on its link's first report; the master answers
+// HA_EPOCHS with its own and its log end instead of streaming. The slave
+// computes the last point both logs share (storage.CommonPoint) and, if
+// its log goes on past it, asks its shell to cut it there (Truncate, then
+// Truncated) before it reports again and copies anything; no common point
+// stops replication (never an overwrite). Every transfer holds the bytes
+// of one epoch and names it with its start: the slave records an epoch
+// entry before the first bytes of a new epoch, and refuses a transfer of
+// an older epoch than its newest, or one that places the current epoch
+// elsewhere. The master refuses a slave that knows a newer epoch than its
+// own (it is the stale one). Classic mode has no epochs: epoch 0
+// everywhere, no handshake, and the prefix checks above decide alone; a
+// slave with epochs refuses a classic master's transfers.
+//
 // Invariants (internal/invariant, fatal when broken): a slave's
 // acknowledged offset never exceeds what was sent to it, and nothing is
 // sent past the master's log end (sent only grows, by the bytes of each

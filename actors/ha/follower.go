@@ -53,6 +53,11 @@ type FollowerReady struct {
 	// ExportOffsets: time to send this broker's consumer offsets to the
 	// master.
 	ExportOffsets bool
+	// Truncate: cut the log to TruncateTo (storage.Store.TruncateTo), the
+	// point it shares with the master, then call Truncated. Nothing is
+	// replicated until then.
+	Truncate   bool
+	TruncateTo int64
 }
 
 // Follower is the slave's replication core.
@@ -68,7 +73,12 @@ type Follower struct {
 	refused   string
 	status    string
 	masterMax int64
-	rd        FollowerReady
+	// handshake: the link's first report carried this log's epoch
+	// entries; nothing is appended until the master's answer is settled
+	// (truncating: the shell is cutting the log).
+	handshake  bool
+	truncating bool
+	rd         FollowerReady
 }
 
 // NewFollower returns the follower of st's log.
@@ -126,6 +136,9 @@ func (f *Follower) Dialed(now time.Time, id uint64, err error) {
 	f.lastHeard = now
 	f.status = "connected to master " + f.cfg.MasterAddr
 	f.log.Info("connected to master", "master", f.cfg.MasterAddr, "from", f.st.CommitLog().MaxOffset())
+	// A log with epochs first learns where it parts from the master's
+	// (classic mode has none: the master's prefix checks decide alone).
+	f.handshake = len(f.st.Epochs()) > 0
 	f.report()
 }
 
@@ -166,6 +179,10 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 			if !f.transfer(m) {
 				return
 			}
+		case *protocol.HAEpochsRequest:
+			if !f.epochs(m) {
+				return
+			}
 		case *protocol.HAMetadataRequest:
 			f.rd.Imports = append(f.rd.Imports, m)
 		case *protocol.HARefuseRequest:
@@ -176,10 +193,81 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 	}
 }
 
+// epochs handles the master's answer to the handshake: the point both
+// logs share, from their epoch entries. A log that goes on past it is cut
+// there first (by the shell: Truncate); no common point stops
+// replication, since copying would overwrite what this log holds.
+func (f *Follower) epochs(m *protocol.HAEpochsRequest) bool {
+	if !f.handshake || f.truncating {
+		return true // the answer to a heartbeat's report of the same handshake
+	}
+	end := f.st.CommitLog().MaxOffset()
+	point, err := storage.CommonPoint(f.st.Epochs(), fromWire(m.Epochs), end, m.MaxOffset)
+	if err != nil {
+		f.fail(fmt.Sprintf("this log shares no epoch with the master's; replicating would overwrite it (wipe this slave's store to resynchronise): %v", err))
+		return false
+	}
+	if point < end {
+		f.truncating = true
+		f.rd.Truncate, f.rd.TruncateTo = true, point
+		f.status = fmt.Sprintf("cutting the log from %d back to %d, the point it shares with master %s", end, point, f.cfg.MasterAddr)
+		f.log.Warn("the log diverged from the master's; cutting it to the last common point", "end", end, "common_point", point, "master", f.cfg.MasterAddr)
+		return false
+	}
+	f.handshake = false
+	f.report()
+	return true
+}
+
+// Truncated reports the outcome of a Truncate: on success replication
+// starts from the cut log's end.
+func (f *Follower) Truncated(now time.Time, err error) {
+	if !f.truncating {
+		return
+	}
+	f.truncating = false
+	if err != nil {
+		f.fail(fmt.Sprintf("cutting the log to the point it shares with the master: %v", err))
+		return
+	}
+	f.handshake = false
+	f.log.Info("log cut to the point it shares with the master", "end", f.st.CommitLog().MaxOffset())
+	if f.link != 0 {
+		f.lastHeard = now
+		f.report()
+	}
+}
+
+// fenced checks a transfer's epoch against this log's and records a new
+// epoch before its first byte is appended; false stops the burst.
+func (f *Follower) fenced(m *protocol.HATransferRequest) bool {
+	last, _ := f.st.LastEpoch()
+	switch {
+	case m.Epoch < last.Epoch:
+		f.rd.Close = fmt.Sprintf("a transfer of epoch %d, older than this log's %d: the master is stale", m.Epoch, last.Epoch)
+		f.status = "refused a stale master: " + f.rd.Close
+		f.log.Error("refusing a transfer from a stale master", "epoch", m.Epoch, "known_epoch", last.Epoch, "master", f.cfg.MasterAddr)
+		return false
+	case m.Epoch == last.Epoch && m.Epoch > 0 && m.EpochStartOffset != last.StartOffset:
+		f.fail(fmt.Sprintf("the master says epoch %d started at %d, this log says at %d", m.Epoch, m.EpochStartOffset, last.StartOffset))
+		return false
+	case m.Epoch > last.Epoch:
+		if err := f.st.StartEpoch(m.Epoch, m.EpochStartOffset); err != nil {
+			f.fail(fmt.Sprintf("recording the master's epoch %d (from %d) at %d: %v", m.Epoch, m.EpochStartOffset, m.Offset, err))
+			return false
+		}
+	}
+	return true
+}
+
 // transfer appends the master's bytes at the same offset; false stops the
 // burst (the link is being closed).
 func (f *Follower) transfer(m *protocol.HATransferRequest) bool {
 	cl := f.st.CommitLog()
+	if f.handshake || f.truncating {
+		f.rd.Close = "a transfer before the epoch handshake ended"
+		return false
+	}
 	f.masterMax = m.MasterMaxOffset
 	if cl.Empty() && m.Offset > 0 {
 		if err := f.st.StartAt(m.Offset); err != nil {
@@ -191,6 +279,9 @@ func (f *Follower) transfer(m *protocol.HATransferRequest) bool {
 	if m.Offset != cl.MaxOffset() {
 		// Out of step (a reconnect raced a transfer): start over from here.
 		f.rd.Close = fmt.Sprintf("transfer at %d, log ends at %d", m.Offset, cl.MaxOffset())
+		return false
+	}
+	if !f.fenced(m) {
 		return false
 	}
 	if err := cl.AppendRaw(m.Offset, m.Data); err != nil {
@@ -230,6 +321,9 @@ func (f *Follower) Tick(now time.Time) {
 		f.rd.Close = "nothing from the master within haHousekeepingInterval"
 		return
 	}
+	if f.truncating {
+		return // Truncated reports
+	}
 	f.report()
 	if now.Sub(f.lastMeta) >= f.cfg.MetadataInterval {
 		f.lastMeta = now
@@ -245,6 +339,11 @@ func (f *Follower) report() {
 	if cl.Empty() {
 		minOff = 0
 	}
-	f.rd.Sends = append(f.rd.Sends, &protocol.HAReportRequest{BrokerName: f.cfg.BrokerName, BrokerID: f.cfg.BrokerID,
-		MaxOffset: cl.MaxOffset(), MinOffset: minOff, TailCRC: crc, TailLen: int32(n), SegmentSize: cl.SegmentSize()})
+	last, _ := f.st.LastEpoch()
+	r := &protocol.HAReportRequest{BrokerName: f.cfg.BrokerName, BrokerID: f.cfg.BrokerID,
+		MaxOffset: cl.MaxOffset(), MinOffset: minOff, TailCRC: crc, TailLen: int32(n), SegmentSize: cl.SegmentSize(), Epoch: last.Epoch}
+	if f.handshake {
+		r.Epochs = toWire(f.st.Epochs())
+	}
+	f.rd.Sends = append(f.rd.Sends, r)
 }

@@ -3,6 +3,7 @@ package ha
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"time"
 
@@ -26,6 +27,9 @@ type ReplicatorConfig struct {
 	CatchUpFromLastSegment bool          // an empty slave starts at the last segment
 	HousekeepingInterval   time.Duration // haHousekeepingInterval: close a silent slave
 	MetadataInterval       time.Duration // haMetadataInterval: topics and offsets to slaves
+	// Epochs returns the master's epoch entries (storage.Store.Epochs);
+	// nil, or none: classic mode, every byte of epoch 0.
+	Epochs func() []storage.EpochEntry
 }
 
 // Send is a request for one peer.
@@ -70,6 +74,7 @@ type Replicator struct {
 	// ignored: a refused slave must not start over as a new one.
 	closing  map[uint64]struct{}
 	lastMeta time.Time
+	confirm  int64 // the confirm offset transfers carry
 	rd       ReplicatorReady
 }
 
@@ -93,7 +98,18 @@ func (r *Replicator) Report(now time.Time, id uint64, addr string, m *protocol.H
 	if _, ok := r.closing[id]; ok {
 		return
 	}
+	mine := r.epochs()
+	if last := lastEpoch(mine); m.Epoch > last.Epoch {
+		r.refuse(id, addr, fmt.Sprintf("the slave is at epoch %d, newer than this master's %d: this master is stale and must not replicate", m.Epoch, last.Epoch))
+		return
+	}
 	p := r.peers[id]
+	if p == nil && len(m.Epochs) > 0 {
+		// The slave's handshake: it cuts its log to the point both share,
+		// then reports again without its entries.
+		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HAEpochsRequest{Epochs: toWire(mine), MaxOffset: r.cl.MaxOffset()}})
+		return
+	}
 	if p == nil {
 		start, reason := r.start(m)
 		if reason != "" {
@@ -239,10 +255,23 @@ func (r *Replicator) Slaves() []protocol.SlaveInfo {
 	return infos
 }
 
+// SetConfirmOffset is how far the master's log is confirmed, for the
+// transfers' header.
+func (r *Replicator) SetConfirmOffset(off int64) { r.confirm = off }
+
+func (r *Replicator) epochs() []storage.EpochEntry {
+	if r.cfg.Epochs == nil {
+		return nil
+	}
+	return r.cfg.Epochs()
+}
+
 // pump sends the slave what it lacks, keeping at most Window bytes
-// unacknowledged (the slave acknowledges every transfer).
+// unacknowledged (the slave acknowledges every transfer). A transfer holds
+// the bytes of one epoch only.
 func (r *Replicator) pump(id uint64, p *peer) {
 	end := r.cl.MaxOffset()
+	epochs := r.epochs()
 	for p.sent < end && p.sent-p.acked < Window {
 		chunk, err := r.cl.ReadRecords(p.sent, max(r.cfg.TransferBatchSize, 4<<10))
 		if err != nil {
@@ -252,7 +281,12 @@ func (r *Replicator) pump(id uint64, p *peer) {
 		if len(chunk) == 0 {
 			break
 		}
-		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: end, Data: chunk}})
+		ep, bound := epochAt(epochs, p.sent)
+		if n := bound - p.sent; n < int64(len(chunk)) {
+			chunk = chunk[:n] // an epoch starts at a record boundary
+		}
+		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: end,
+			Epoch: ep.Epoch, EpochStartOffset: ep.StartOffset, ConfirmOffset: r.confirm, Data: chunk}})
 		p.sent += int64(len(chunk))
 	}
 	// The gate counts a copy on the strength of acked: a slave cannot hold
@@ -262,6 +296,45 @@ func (r *Replicator) pump(id uint64, p *peer) {
 	// read past the end read above.
 	now := r.cl.MaxOffset()
 	invariant.Check3(p.acked <= p.sent && p.sent <= now, "ha: slave acked %d, sent %d, log end %d", p.acked, p.sent, now)
+}
+
+// epochAt is the epoch that log offset off belongs to (the zero entry,
+// epoch 0, before the first) and where the next one starts (MaxInt64 if
+// none does).
+func epochAt(entries []storage.EpochEntry, off int64) (storage.EpochEntry, int64) {
+	var ep storage.EpochEntry
+	for i, e := range entries {
+		if e.StartOffset > off {
+			return ep, e.StartOffset
+		}
+		ep = entries[i]
+	}
+	return ep, math.MaxInt64
+}
+
+func lastEpoch(entries []storage.EpochEntry) storage.EpochEntry {
+	if len(entries) == 0 {
+		return storage.EpochEntry{}
+	}
+	return entries[len(entries)-1]
+}
+
+// toWire is entries as HA frames carry them.
+func toWire(entries []storage.EpochEntry) []protocol.HAEpoch {
+	out := make([]protocol.HAEpoch, len(entries))
+	for i, e := range entries {
+		out[i] = protocol.HAEpoch{Epoch: e.Epoch, StartOffset: e.StartOffset}
+	}
+	return out
+}
+
+// fromWire is the entries an HA frame carries.
+func fromWire(entries []protocol.HAEpoch) []storage.EpochEntry {
+	out := make([]storage.EpochEntry, len(entries))
+	for i, e := range entries {
+		out[i] = storage.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
+	}
+	return out
 }
 
 // ids returns the peers in connection order: the simulator needs the same

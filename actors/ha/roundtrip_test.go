@@ -2,6 +2,7 @@ package ha
 
 import (
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,6 +19,10 @@ type wire struct {
 	id       uint64
 	now      time.Time
 	imported int // metadata the follower took in
+	// slave, if set, is the follower's store: the wire cuts it when the
+	// follower asks (Truncate), as the shell would.
+	slave     *storage.Store
+	transfers []*protocol.HATransferRequest // every transfer carried
 }
 
 // step carries the replicator's sends to the follower and the follower's
@@ -34,6 +39,9 @@ func (w *wire) step() bool {
 			w.t.Fatalf("a send to %d, the link is %d", s.Peer, w.id)
 		}
 		reqs = append(reqs, s.Req)
+		if tr, ok := s.Req.(*protocol.HATransferRequest); ok {
+			w.transfers = append(w.transfers, tr)
+		}
 	}
 	if rr.Metadata { // after taking the sends: rr is valid until the next call
 		w.r.Broadcast(&protocol.HAMetadataRequest{Kind: "topics", Data: []byte("{}")})
@@ -46,6 +54,19 @@ func (w *wire) step() bool {
 		w.t.Fatalf("the slave closes the link: %s", fr.Close)
 	}
 	w.imported += len(fr.Imports)
+	fr.Sends = slices.Clone(fr.Sends) // the follower's next Ready reuses them
+	if fr.Truncate {
+		if w.slave == nil {
+			w.t.Fatalf("the follower asks for a cut to %d", fr.TruncateTo)
+		}
+		w.slave.StopWrites()
+		w.f.Truncated(w.now, w.slave.TruncateTo(fr.TruncateTo))
+		if rd := w.f.Ready(); rd.Close != "" || len(rd.Sends) != 1 {
+			w.t.Fatalf("after the cut: %+v", rd)
+		} else {
+			fr.Sends = append(fr.Sends, rd.Sends...)
+		}
+	}
 	for _, req := range fr.Sends {
 		w.r.Report(w.now, w.id, "slave:1", req.(*protocol.HAReportRequest))
 	}
