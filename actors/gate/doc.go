@@ -11,6 +11,9 @@
 //	SYNC_MASTER                   copies(end) >= inSyncReplicas FLUSH_SLAVE_TIMEOUT (slaveTimeout)
 //	SYNC_MASTER + SYNC_FLUSH      both of the above           FLUSH_DISK_TIMEOUT if the flush is
 //	                                                          missing, else FLUSH_SLAVE_TIMEOUT
+//	controller mode               every id of the ack set     FLUSH_SLAVE_TIMEOUT (slaveTimeout),
+//	                              acked end (+ the flush      FLUSH_DISK_TIMEOUT as above
+//	                              under SYNC_FLUSH)
 //
 // where copies(end) counts the master and every slave that acknowledged
 // end. A send that does not wait (WAIT=false, or oneway) is answered OK at
