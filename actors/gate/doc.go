@@ -27,6 +27,9 @@
 // The Gate is a plain state machine: no goroutines, no clock (time is an
 // input), no I/O. Its inputs are Admit, Flushed, FlushFailed, Replicas,
 // Tick and Stop; its output, drained with Ready, is the verdicts to send and
-// the deadline at which Tick must next be called. The confirm offsets and
-// SyncStateSets of controller mode plug in here.
+// the deadline at which Tick must next be called. Under controller mode
+// (Mode.Controller) the ack set (SetAckSet: the SyncStateSet, unioned with
+// a proposed one while a change is in flight) replaces inSyncReplicas: a
+// send waits for each member by broker id (SlaveAcks), an empty set means
+// the master alone, and there is no SLAVE_NOT_AVAILABLE at admission.
 package gate
