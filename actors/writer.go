@@ -119,6 +119,19 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		}
 		return
 	}
+	if why := a.v.fenced(); why != "" {
+		// Controller mode: not (or no longer) the master of the current
+		// epoch, or the master lease ran out. Internal sends are told
+		// they were not stored, and retried later.
+		for _, it := range wb.items {
+			if it.notify != nil {
+				ctx.Send(it.notify, &internalStored{tag: it.tag, err: fmt.Errorf("not stored: %s", why)})
+				continue
+			}
+			a.k.respond(it.request, protocol.StatusServiceNotAvailable, why, nil)
+		}
+		return
+	}
 	now := a.k.now()
 	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
 	a.published(ctx, res)
