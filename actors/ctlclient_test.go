@@ -155,6 +155,7 @@ type testController struct {
 	core    *controller.Core
 	next    uint64
 	waiting map[uint64]ctlPending
+	infos   int // GET_REPLICA_INFO requests served
 }
 
 type ctlPending struct {
@@ -186,6 +187,9 @@ func (c *testController) Deliver(in *Inbound) {
 			panic(err)
 		}
 		c.next++
+		if f.Code == protocol.CodeControllerGetReplicaInfo {
+			c.infos++
+		}
 		c.waiting[c.next] = ctlPending{conn: in.Conn, code: f.Code, opaque: f.Opaque}
 		c.core.Request(now, c.next, req)
 	}
@@ -215,6 +219,12 @@ func (c *testController) settle() {
 			c.core.ReadDone(id)
 		}
 	}
+}
+
+func (c *testController) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.infos
 }
 
 func (c *testController) group() protocol.ReplicaInfo {
@@ -366,5 +376,56 @@ func TestControllerIdentity(t *testing.T) {
 	other, err := loadIdentity(open(vfs.NewMem()), strings.NewReader(strings.Repeat("c", 16)))
 	if err != nil || other == a {
 		t.Fatalf("another store's identity %q %v", other, err)
+	}
+}
+
+// In controller mode the registrar waits for the controller's role (no
+// brokerId before), then registers a master as brokerId 0 and a slave
+// with the id the controller assigned; a NOTIFY_BROKER_ROLE_CHANGED on the
+// broker's port makes it read the replica info at once.
+func TestControllerModeRegistration(t *testing.T) {
+	loop := vtime.NewFIFO(testEpoch)
+	net := newCtlNet()
+	ctl := newTestController(loop, net, "ctl:9878")
+	nsNet := newMemNet()
+	ns := nsNet.addNameServer(t, loop, "ns:9876")
+	dial := func(addr string, h Handler) (Conn, error) {
+		if addr == "ns:9876" {
+			return nsNet.dial(addr, h)
+		}
+		return net.dial(addr, h)
+	}
+	withNS := func(name string) Config {
+		cfg := ctlBroker(name)
+		cfg.NamesrvAddr = []string{"ns:9876"}
+		return cfg
+	}
+	net.silent.Store(true) // no role yet
+	m := startAt(t, vfs.NewMem(), withNS("b1"), loop, Env{Dial: dial})
+	net.listen("b1:10912", m.b.HAHandler())
+	loop.Advance(2 * time.Second)
+	if b, ok := ns.brokerOn("b1:10911"); ok {
+		t.Fatalf("registered before the controller assigned a role: %+v", b)
+	}
+	net.silent.Store(false)
+	testwait.For(t, loop, 5*time.Second, "b1 on the name server as master", func() bool {
+		b, ok := ns.brokerOn("b1:10911")
+		return ok && b.BrokerID == 0 && b.BrokerRole == RoleSyncMaster
+	})
+
+	s := startAt(t, vfs.NewMem(), withNS("b2"), loop, Env{Dial: dial})
+	net.listen("b2:10912", s.b.HAHandler())
+	testwait.For(t, loop, 5*time.Second, "b2 on the name server as slave 2", func() bool {
+		b, ok := ns.brokerOn("b2:10911")
+		return ok && b.BrokerID == 2 && b.BrokerRole == RoleSlave
+	})
+
+	// A notification makes the broker read the info at once, not at its
+	// next heartbeat.
+	before := ctl.reads()
+	m.send(&protocol.NotifyBrokerRoleChangedRequest{})
+	loop.Advance(10 * time.Millisecond)
+	if ctl.reads() == before {
+		t.Fatal("a notification did not make the broker read its replica info")
 	}
 }
