@@ -182,6 +182,11 @@ func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool 
 		a.core.Slaves(now, slaveProgress(m.slaves))
 	case *ctlRoleApplied:
 		a.core.RoleApplied(now, m.r)
+	case *ctlRoleFailed:
+		// The agent has no input for a role not taken: start over (the
+		// supervisor restarts this actor, whose new agent asks again),
+		// and a store that keeps failing ends the broker (Env.Fatal).
+		panic(fmt.Sprintf("controller client: role %+v not taken: %v", m.r, m.err))
 	case *ackSetTaken:
 		if m.seq == a.seq {
 			held := a.held
@@ -460,7 +465,7 @@ func (b *Broker) startController(spawn func(string, func() actor.Actor) *actor.P
 	}
 	id := ctlIdent{ref: protocol.GroupRef{ClusterName: b.cfg.BrokerClusterName, BrokerName: b.cfg.BrokerName},
 		identity: identity, brokerAddr: addr, haServerAddr: b.cfg.HAServerAddr}
-	pid := spawn("controller-client", func() actor.Actor {
+	pid := spawn("ctlclient", func() actor.Actor {
 		return &ctlClientActor{k: b.k, p: b.p, v: b.v, st: b.store, cfg: cfg, id: id, dial: b.env.Dial, limits: b.limits}
 	})
 	if pid == nil {

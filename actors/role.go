@@ -59,6 +59,13 @@ type ctlRole struct{ r ctlagent.Role }
 // ctlRoleApplied tells the controller client a role was carried out.
 type ctlRoleApplied struct{ r ctlagent.Role }
 
+// ctlRoleFailed tells the controller client a role could not be taken
+// (the epoch file could not be written).
+type ctlRoleFailed struct {
+	r   ctlagent.Role
+	err error
+}
+
 // setRole asks the writer to take a new role (from the role supervisor).
 type setRole struct {
 	to    roleState
@@ -225,6 +232,9 @@ func (r *roleActor) roleSet(ctx actor.Context, m *roleSet) {
 	defer r.nextCtl(ctx)
 	if m.err != nil {
 		r.k.respond(m.req, protocol.StatusSystemError, m.err.Error(), nil)
+		if m.ctl != nil {
+			ctx.Send(r.p.ctl, &ctlRoleFailed{r: *m.ctl, err: m.err})
+		}
 		return
 	}
 	r.cur = m.to
