@@ -42,6 +42,12 @@ func (n *ctlNet) listen(addr string, h Handler) {
 	n.ends[addr] = h
 }
 
+func (n *ctlNet) unlisten(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.ends, addr)
+}
+
 func (n *ctlNet) dial(addr string, h Handler) (Conn, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -316,8 +322,8 @@ func TestControllerMode(t *testing.T) {
 	if f := m.conn.await(t, op, 2*time.Second); f.Status != protocol.StatusOK {
 		t.Fatalf("after the slave's copy: %v %q", f.Status, f.Remark)
 	}
-	if !bytes.Contains(slaveBody(t, s, "waits"), []byte("waits")) {
-		t.Fatal("the slave does not hold the send that was acknowledged")
+	if cl := s.store.CommitLog(); !bytes.Contains(must(cl.Read(cl.MinOffset(), int(cl.MaxOffset()-cl.MinOffset()))), []byte("waits")) {
+		t.Fatal("acknowledged before the slave held the send")
 	}
 
 	// The controller falls silent: the lease runs out.
@@ -338,18 +344,25 @@ func TestControllerMode(t *testing.T) {
 	}
 }
 
-// slaveBody reads the slave's log end to find body (the slave serves no
-// sends; its log is the master's copy).
-func slaveBody(t *testing.T, s *harness, body string) []byte {
+// logHolds waits until the CommitLog of s holds body (read raw: a slave
+// serves no sends, and its log is its master's copy), and returns the log.
+func logHolds(t *testing.T, s *harness, body string) []byte {
 	t.Helper()
 	var out []byte
-	testwait.For(t, s.loop, 2*time.Second, "the slave's copy", func() bool {
+	testwait.For(t, s.loop, 2*time.Second, "the log holding "+body, func() bool {
 		cl := s.store.CommitLog()
 		b, err := cl.Read(cl.MinOffset(), int(cl.MaxOffset()-cl.MinOffset()))
 		out = b
 		return err == nil && bytes.Contains(b, []byte(body))
 	})
 	return out
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // The identity is drawn once and kept in the store: the same on a
@@ -427,5 +440,49 @@ func TestControllerModeRegistration(t *testing.T) {
 	loop.Advance(10 * time.Millisecond)
 	if ctl.reads() == before {
 		t.Fatal("a notification did not make the broker read its replica info")
+	}
+}
+
+// A master's death: the controller elects the slave of its SyncStateSet,
+// which becomes master of epoch 2 without a restart (its epoch file
+// starts epoch 2 at its log's end), holds every acknowledged message, and
+// takes writes.
+func TestControllerModeFailover(t *testing.T) {
+	loop := vtime.NewFIFO(testEpoch)
+	net := newCtlNet()
+	ctl := newTestController(loop, net, "ctl:9878")
+	env := Env{Dial: net.dial}
+	m := startAt(t, vfs.NewMem(), ctlBroker("b1"), loop, env)
+	net.listen("b1:10912", m.b.HAHandler())
+	testwait.For(t, loop, 5*time.Second, "b1 master", func() bool { return m.runtime().BrokerRole == RoleSyncMaster })
+	s := startAt(t, vfs.NewMem(), ctlBroker("b2"), loop, env)
+	net.listen("b2:10912", s.b.HAHandler())
+	testwait.For(t, loop, 10*time.Second, "the set {1,2}", func() bool { return slices.Equal(ctl.group().SyncStateSet, []int64{1, 2}) })
+	var acked []string
+	for i := range 5 {
+		body := fmt.Sprintf("acked-%d", i)
+		if f := m.sendNow(body); f.Status != protocol.StatusOK {
+			t.Fatalf("send %d: %v %q", i, f.Status, f.Remark)
+		}
+		acked = append(acked, body)
+	}
+
+	net.unlisten("b1:10912")
+	if err := m.stop(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, loop, 10*time.Second, "b2 master", func() bool { return s.runtime().BrokerRole == RoleSyncMaster })
+	if g := ctl.group(); g.MasterID != 2 || g.MasterEpoch != 2 {
+		t.Fatalf("controller after the failover: %+v", g)
+	}
+	end := s.store.CommitLog().MaxOffset()
+	if e, ok := s.store.LastEpoch(); !ok || e != (storage.EpochEntry{Epoch: 2, StartOffset: end}) {
+		t.Fatalf("b2's last epoch %+v %v, want 2 from its log's end %d", e, ok, end)
+	}
+	for _, body := range acked {
+		logHolds(t, s, body)
+	}
+	if f := s.sendNow("after"); f.Status != protocol.StatusOK {
+		t.Fatalf("the new master: %v %q", f.Status, f.Remark)
 	}
 }
