@@ -296,6 +296,10 @@ func TestControllerMode(t *testing.T) {
 	if info := m.runtime(); info.BrokerID != 0 {
 		t.Fatalf("a master is brokerId 0 for clients, not %d", info.BrokerID)
 	}
+	upd := &protocol.UpdateBrokerRoleRequest{BrokerRole: RoleSlave, HAMasterAddress: "x:1"}
+	if f := m.conn.await(t, m.send(upd)[0], time.Second); f.Status != protocol.StatusNoPermission {
+		t.Fatalf("UPDATE_BROKER_ROLE in controller mode: %v %q", f.Status, f.Remark)
+	}
 
 	s := startAt(t, vfs.NewMem(), ctlBroker("b2"), loop, env)
 	net.listen("b2:10912", s.b.HAHandler())
