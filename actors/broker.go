@@ -67,6 +67,11 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 
 // startRole is the role the configuration starts the broker in.
 func (b *Broker) startRole() roleState {
+	if b.cfg.EnableControllerMode {
+		// The controllers assign the role: until then a read-only
+		// replica of nobody.
+		return roleState{role: RoleSlave}
+	}
 	return roleState{role: b.cfg.BrokerRole, master: b.cfg.HAMasterAddress, brokerID: b.cfg.BrokerID}
 }
 
@@ -137,7 +142,8 @@ func (b *Broker) Start() error {
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
 	}
-	return nil
+	// Last: it asks the role supervisor and the durability actor.
+	return b.startController(spawn)
 }
 
 // newScheduler makes the delay scheduler (a master's: the role
@@ -187,7 +193,7 @@ func (b *Broker) stop(poison func(pid *actor.PID)) error {
 	b.stopOnce.Do(func() {
 		// The role supervisor first: it stops the scheduler, its child.
 		// The registrar first: it unregisters while the broker still serves.
-		for _, pid := range []*actor.PID{b.p.registrar, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
+		for _, pid := range []*actor.PID{b.p.registrar, b.p.ctl, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				poison(pid)
 			}
@@ -315,6 +321,11 @@ func (b *Broker) route(r *request, req protocol.Request) {
 		b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 	case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
 		b.sys.Root.Send(b.p.topics, &topicMsg{request: r, req: req})
+	case *protocol.NotifyBrokerRoleChangedRequest:
+		if b.p.ctl != nil {
+			b.sys.Root.Send(b.p.ctl, &ctlNotified{})
+		}
+		b.respond(r, protocol.StatusOK, "", nil)
 	case *protocol.UpdateBrokerRoleRequest:
 		b.sys.Root.Send(b.p.role, &roleMsg{request: r, req: m})
 	case *protocol.GetBrokerRuntimeInfoRequest:

@@ -27,7 +27,7 @@
 //	                                 gate.Mode.Waits       which sends are answered at once (the rest: the gate)
 //	replication.go  writer           ha.Follower           a slave's link: dial, append the master's bytes, report
 //	durability.go   durability       flush.Policy          when to fsync (group commit, or interval)
-//	                                 gate.Gate             when a waiting send is answered, and with which status
+//	                                 gate.Gate             when a waiting send is answered, and with which status (the ack set in controller mode)
 //	                                 ha.Replicator         a master's slaves: divergence check, streaming, acks
 //	role.go         role             validRole             the broker's role; runs the delay scheduler on a master
 //	reput.go        reput            dispatch.Reput        what is visible, which queue gets which record, checkpoints
@@ -40,6 +40,7 @@
 //	scheduler.go    scheduler        delay.Scheduler       re-storing due delayed messages, delayOffset.json
 //	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
 //	registrar.go    registrar        register.Registrar    registering with the name servers: when, what, backoff, unregister
+//	ctlclient.go    ctlclient        ctlagent.Agent        controller mode: role to take, master lease, SyncStateSet, ack set
 //	-               supervision      supervise             restart budget on the Clock; Env.Fatal beyond it
 //
 // The writer is the one appender of the CommitLog in every role: a

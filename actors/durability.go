@@ -62,6 +62,17 @@ type flushDone struct {
 // flushTick drives ASYNC_FLUSH.
 type flushTick struct{}
 
+// ackSetChanged tells the durability actor that the controller client
+// published a new ack set (views.ackSet); it answers ackSetTaken with seq
+// once its gate judges sends by it.
+type ackSetChanged struct {
+	seq   uint64
+	reply *actor.PID
+}
+
+// ackSetTaken answers ackSetChanged.
+type ackSetTaken struct{ seq uint64 }
+
 // gateTick is a gate deadline.
 type gateTick struct{ at time.Time }
 
@@ -78,6 +89,7 @@ type durabilityActor struct {
 	peers     map[uint64]Conn
 	gateArmed time.Time
 	acked     []int64
+	byID      []gate.SlaveAck
 }
 
 func newDurabilityActor(k *kit, p *pids, v *views, st *storage.Store, cfg Config) *durabilityActor {
@@ -107,6 +119,10 @@ func (a *durabilityActor) Receive(ctx actor.Context) {
 		a.drainGate()
 	case *durabilityRole:
 		a.setRole(ctx, m)
+	case *ackSetChanged:
+		a.gate.SetAckSet(a.k.now(), a.v.ackSetSnapshot())
+		a.drainGate()
+		ctx.Send(m.reply, &ackSetTaken{seq: m.seq})
 	case *haIn:
 		a.in(ctx, m)
 	case *haGone:
@@ -139,6 +155,7 @@ func (a *durabilityActor) start() {
 		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
 		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
 	a.gate = gate.New(gateMode(a.cfg, a.k.faults, role), a.st.CommitLog().FlushedOffset())
+	a.gate.SetAckSet(now, a.v.ackSetSnapshot())
 	if !role.slave() {
 		a.startReplicating()
 	}
@@ -150,7 +167,7 @@ func (a *durabilityActor) start() {
 
 // gateMode is the gate's mode for a role.
 func gateMode(cfg Config, f Faults, role roleState) gate.Mode {
-	return gate.Mode{SyncFlush: cfg.FlushDiskType == SyncFlush, SyncMaster: role.role == RoleSyncMaster,
+	return gate.Mode{SyncFlush: cfg.FlushDiskType == SyncFlush, SyncMaster: role.role == RoleSyncMaster, Controller: cfg.EnableControllerMode,
 		InSyncReplicas: cfg.InSyncReplicas, FlushTimeout: cfg.SyncFlushTimeout, SlaveTimeout: cfg.SlaveTimeout,
 		AckBeforeFlush: f.AckBeforeFlush, NoFlushTimeout: f.NoFlushTimeout, AckBeforeReplica: f.AckBeforeReplica}
 }
@@ -244,6 +261,7 @@ func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {
 		a.drainRepl(ctx)
 		a.repl = nil
 		a.gate.Replicas(now, nil, 0)
+		a.gate.SlaveAcks(now, nil)
 		a.v.publishSlaves(nil)
 	}
 	a.drainGate()
@@ -294,8 +312,12 @@ func (a *durabilityActor) drainRepl(ctx actor.Context) {
 		var inSync int
 		a.acked, inSync = a.repl.Acked(a.acked[:0])
 		a.gate.Replicas(a.k.now(), a.acked, inSync)
+		slaves := a.repl.Slaves()
+		if a.cfg.EnableControllerMode {
+			a.slaveAcks(ctx, slaves)
+		}
 		a.drainGate()
-		a.v.publishSlaves(a.repl.Slaves())
+		a.v.publishSlaves(slaves)
 	}
 	if rd.Metadata {
 		if data, err := json.Marshal(a.v.topicsSnapshot()); err == nil {
@@ -306,6 +328,20 @@ func (a *durabilityActor) drainRepl(ctx actor.Context) {
 		}
 		ctx.Request(a.p.offsets, &exportOffsets{})
 		a.drainRepl(ctx)
+	}
+}
+
+// slaveAcks hands the gate each slave's acknowledged offset by broker id
+// (controller mode) and tells the controller client their progress (it
+// shrinks and expands the SyncStateSet).
+func (a *durabilityActor) slaveAcks(ctx actor.Context, slaves []protocol.SlaveInfo) {
+	a.byID = a.byID[:0]
+	for _, s := range slaves {
+		a.byID = append(a.byID, gate.SlaveAck{BrokerID: s.BrokerID, Acked: s.AckedOffset})
+	}
+	a.gate.SlaveAcks(a.k.now(), a.byID)
+	if a.p.ctl != nil {
+		ctx.Send(a.p.ctl, &ctlSlaves{slaves: slaves})
 	}
 }
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"io"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -39,6 +40,10 @@ type Env struct {
 	// Production logs and exits non-zero; the simulator fails the seed.
 	// nil logs only.
 	Fatal func(err error)
+	// Rand is where a broker in controller mode draws its identity the
+	// first time it starts on a store (ctlclient.go); nil: crypto/rand.
+	// The simulator passes its seeded source.
+	Rand io.Reader
 }
 
 // FlushDiskType is SYNC_FLUSH or ASYNC_FLUSH.
@@ -94,6 +99,26 @@ type Config struct {
 	BrokerHeartbeatInterval  time.Duration // a heartbeat to each name server this often
 	HeartbeatTimeout         time.Duration // the lease asked for (heartbeatTimeoutMillis)
 	RegisterNameServerPeriod time.Duration // a full registration this often
+
+	// Controller mode (ctlclient.go): the controllers assign the brokerId
+	// and the role, so BrokerRole, BrokerID and HAMasterAddress are not
+	// used; a master acknowledges a SYNC send once its SyncStateSet has it.
+	EnableControllerMode bool
+	ControllerAddr       []string // host:port of each controller node
+	// ControllerHeartbeatInterval: a heartbeat (and a replica-info read)
+	// to the leading controller this often (0: ctlagent's default).
+	ControllerHeartbeatInterval time.Duration
+	// MasterLease (masterLeaseMillis): a master accepts writes only this
+	// long after the send time of its last heartbeat the leader answered.
+	// It must stay below the controller's heartbeat timeout by more than
+	// the clock-rate error, so that the master stops before another can
+	// be elected (0: ctlagent's default, 1.5 s against the controller's
+	// 3 s).
+	MasterLease              time.Duration
+	ControllerRequestTimeout time.Duration // a controller request unanswered this long failed
+	// HAMaxTimeSlaveNotCatchup: a SyncStateSet member behind the master
+	// (or away) this long is proposed out of the set.
+	HAMaxTimeSlaveNotCatchup time.Duration
 
 	// Consumer groups, retries and delays.
 	ConsumerHeartbeatInterval time.Duration   // members heartbeat this often; 3 missed and they are out

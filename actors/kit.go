@@ -28,6 +28,7 @@ type kit struct {
 type pids struct {
 	role, writer, durability, reput, index, topics, offsets, groups, scheduler *actor.PID
 	registrar                                                                  *actor.PID // nil: no name server
+	ctl                                                                        *actor.PID // nil: not in controller mode
 }
 
 func (k *kit) now() time.Time { return k.clock.Now() }

@@ -125,6 +125,8 @@ type registrarActor struct {
 	// autoCreate is the AutoCreateTopic route registered when the broker
 	// creates topics on first send; nil when it does not.
 	autoCreate *protocol.TopicConfig
+	ctl        bool // controller mode
+	haveTopics bool
 
 	core  *register.Registrar
 	self  *actor.PID
@@ -143,7 +145,8 @@ func (a *registrarActor) Receive(ctx actor.Context) {
 		// table (it publishes one as it loads topics.json), or a broker
 		// restarting would register no topics and empty its routes for a
 		// moment. A restarted registrar has the table already.
-		if a.memo.version.Load() == nil {
+		a.haveTopics = a.memo.version.Load() != nil
+		if !a.ready() {
 			return
 		}
 		a.start(now)
@@ -156,6 +159,9 @@ func (a *registrarActor) Receive(ctx actor.Context) {
 	}
 	if a.core == nil {
 		if _, ok := m.(*regTopics); ok {
+			a.haveTopics = true
+		}
+		if a.ready() {
 			a.start(now)
 			a.drain()
 			a.arm(now)
@@ -166,6 +172,14 @@ func (a *registrarActor) Receive(ctx actor.Context) {
 		a.drain()
 		a.arm(now)
 	}
+}
+
+// ready reports whether the first registration may go out: once the topic
+// manager published its first table and, in controller mode, once the
+// controller assigned a role (before that the broker has no brokerId to
+// register with, and id 0 would make it a master to clients).
+func (a *registrarActor) ready() bool {
+	return a.haveTopics && (!a.ctl || a.v.currentRole().epoch > 0)
 }
 
 // handle feeds one message to the core.
@@ -359,7 +373,8 @@ func (b *Broker) startRegistrar(spawn func(string, func() actor.Actor) *actor.PI
 			Perm: protocol.PermRead | protocol.PermWrite}
 	}
 	pid := spawn("registrar", func() actor.Actor {
-		return &registrarActor{k: b.k, v: b.v, cfg: cfg, dial: b.env.Dial, limits: b.limits, memo: memo, autoCreate: auto}
+		return &registrarActor{k: b.k, v: b.v, cfg: cfg, dial: b.env.Dial, limits: b.limits, memo: memo, autoCreate: auto,
+			ctl: b.cfg.EnableControllerMode}
 	})
 	if pid == nil {
 		return errors.New("actors: spawn the registrar")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wharfmq/wharf/actors/ctlagent"
 	"github.com/wharfmq/wharf/actors/ha"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -25,16 +26,52 @@ type roleState struct {
 	role     string
 	master   string // a slave's master, host:haListenPort
 	brokerID int64
-	gen      int // set by the writer (views.nextGen): a dial or timer of an older role is stale
+	// epoch is the master epoch the controller gave the role (controller
+	// mode; 0 in classic mode, and before the controller assigned one, when
+	// the broker is a slave of nobody).
+	epoch int32
+	gen   int // set by the writer (views.nextGen): a dial or timer of an older role is stale
 }
 
 func (r roleState) slave() bool { return r.role == RoleSlave }
+
+// same reports whether r and o are one role (gen aside).
+func (r roleState) same(o roleState) bool {
+	r.gen, o.gen = 0, 0
+	return r == o
+}
+
+// ctlRoleState is the role the controller's agent asks for. A master is
+// brokerId 0 for clients and name servers, as in RocketMQ's controller
+// mode; a slave keeps the id the controller assigned (its master's
+// replicator knows it by that id).
+func ctlRoleState(r ctlagent.Role) roleState {
+	if r.Master {
+		return roleState{role: RoleSyncMaster, epoch: r.Epoch}
+	}
+	return roleState{role: RoleSlave, master: r.MasterAddr, brokerID: r.BrokerID, epoch: r.Epoch}
+}
+
+// ctlRole is a role the controller client asks for (to the role
+// supervisor); it answers ctlRoleApplied once the writer took it.
+type ctlRole struct{ r ctlagent.Role }
+
+// ctlRoleApplied tells the controller client a role was carried out.
+type ctlRoleApplied struct{ r ctlagent.Role }
+
+// ctlRoleFailed tells the controller client a role could not be taken
+// (the epoch file could not be written).
+type ctlRoleFailed struct {
+	r   ctlagent.Role
+	err error
+}
 
 // setRole asks the writer to take a new role (from the role supervisor).
 type setRole struct {
 	to    roleState
 	reply *actor.PID
 	req   *request
+	ctl   *ctlagent.Role // the controller's role being carried out, if any
 }
 
 // roleSet answers a setRole.
@@ -43,6 +80,7 @@ type roleSet struct {
 	from roleState
 	to   roleState
 	err  error
+	ctl  *ctlagent.Role
 }
 
 // roleMsg is an UPDATE_BROKER_ROLE request (to the role supervisor).
@@ -84,6 +122,9 @@ func validRole(cur roleState, req *protocol.UpdateBrokerRoleRequest) (roleState,
 func (a *writerActor) enterRole(now time.Time, drain string) {
 	a.k.send(a.p.durability, &durabilityRole{mode: a.gateMode(), master: !a.role.slave(), drain: drain})
 	switch {
+	case a.role.slave() && a.role.master == "":
+		// Controller mode before the controller named a master: a
+		// read-only replica that follows nobody.
 	case a.role.slave():
 		a.fol = ha.NewFollower(ha.FollowerConfig{BrokerName: a.cfg.BrokerName, BrokerID: a.role.brokerID, MasterAddr: a.role.master,
 			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval,
@@ -102,6 +143,11 @@ func (a *writerActor) enterRole(now time.Time, drain string) {
 // every append of the master's bytes).
 func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	now, from := a.k.now(), a.role
+	if err := a.startEpoch(m.to); err != nil {
+		a.k.log.Error("cannot take the role: the epoch could not be started", "role", m.to.role, "epoch", m.to.epoch, "err", err)
+		ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: from, err: err, ctl: m.ctl})
+		return
+	}
 	// Leave the old role's cores.
 	drain := ""
 	if !from.slave() && m.to.slave() {
@@ -132,7 +178,19 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 		ctx.Send(a.p.durability, &durabilityRole{mode: a.gateMode(), master: true})
 	}
 	a.k.log.Info("broker role changed", "from", from.role, "to", m.to.role, "master", m.to.master, "brokerId", m.to.brokerID)
-	ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: a.role})
+	ctx.Send(m.reply, &roleSet{req: m.req, from: from, to: a.role, ctl: m.ctl})
+}
+
+// startEpoch records, durably, the epoch a controller-mode master takes,
+// at the log's end, before its first append of it: the writer is the
+// log's one appender, so nothing of the epoch is written before. (It
+// fsyncs on the writer, once per election, as the follower does for an
+// epoch its master's transfers start.)
+func (a *writerActor) startEpoch(to roleState) error {
+	if to.slave() || to.epoch <= 0 {
+		return nil
+	}
+	return a.st.StartEpoch(to.epoch, a.st.CommitLog().MaxOffset())
 }
 
 // roleActor is the role supervisor: it owns the broker's role, carries out
@@ -145,6 +203,9 @@ type roleActor struct {
 	cur       roleState
 	scheduler *actor.Props
 	changing  bool
+	// pendingCtl is the latest role the controller client (p.ctl, in
+	// controller mode) asked for while another change was running.
+	pendingCtl *ctlagent.Role
 }
 
 func (r *roleActor) Receive(ctx actor.Context) {
@@ -158,25 +219,70 @@ func (r *roleActor) Receive(ctx actor.Context) {
 		}
 	case *roleMsg:
 		r.request(ctx, m)
+	case *ctlRole:
+		r.fromController(ctx, m.r)
 	case *roleSet:
-		r.changing = false
-		r.cur = m.to
-		ctx.Send(r.p.topics, &topicsRole{slave: m.to.slave()})
-		if r.p.registrar != nil {
-			ctx.Send(r.p.registrar, &regRole{}) // re-registers at once
+		r.roleSet(ctx, m)
+	}
+}
+
+// roleSet follows a role the writer took (or could not take).
+func (r *roleActor) roleSet(ctx actor.Context, m *roleSet) {
+	r.changing = false
+	defer r.nextCtl(ctx)
+	if m.err != nil {
+		r.k.respond(m.req, protocol.StatusSystemError, m.err.Error(), nil)
+		if m.ctl != nil {
+			ctx.Send(r.p.ctl, &ctlRoleFailed{r: *m.ctl, err: m.err})
 		}
-		switch {
-		case m.to.slave() && !m.from.slave():
-			ctx.Poison(r.p.scheduler)
-			r.p.scheduler = nil
-		case !m.to.slave() && m.from.slave():
-			r.startScheduler(ctx)
-		}
-		r.k.respond(m.req, protocol.StatusOK, "", nil)
+		return
+	}
+	r.cur = m.to
+	ctx.Send(r.p.topics, &topicsRole{slave: m.to.slave()})
+	if r.p.registrar != nil {
+		ctx.Send(r.p.registrar, &regRole{}) // re-registers at once
+	}
+	switch {
+	case m.to.slave() && !m.from.slave():
+		ctx.Poison(r.p.scheduler)
+		r.p.scheduler = nil
+	case !m.to.slave() && m.from.slave():
+		r.startScheduler(ctx)
+	}
+	if m.ctl != nil {
+		ctx.Send(r.p.ctl, &ctlRoleApplied{r: *m.ctl})
+	}
+	r.k.respond(m.req, protocol.StatusOK, "", nil)
+}
+
+// fromController carries out a role the controller assigned, after the
+// change in progress if there is one (the latest one asked wins).
+func (r *roleActor) fromController(ctx actor.Context, cr ctlagent.Role) {
+	if r.changing {
+		r.pendingCtl = &cr
+		return
+	}
+	next := ctlRoleState(cr)
+	if next.same(r.cur) {
+		ctx.Send(r.p.ctl, &ctlRoleApplied{r: cr})
+		return
+	}
+	r.changing = true
+	ctx.Send(r.p.writer, &setRole{to: next, reply: ctx.Self(), ctl: &cr})
+}
+
+func (r *roleActor) nextCtl(ctx actor.Context) {
+	if cr := r.pendingCtl; cr != nil && !r.changing {
+		r.pendingCtl = nil
+		r.fromController(ctx, *cr)
 	}
 }
 
 func (r *roleActor) request(ctx actor.Context, m *roleMsg) {
+	if r.p.ctl != nil {
+		r.k.respond(m.request, protocol.StatusNoPermission, "controller mode: the controllers assign this broker's role", nil)
+		return
+	}
 	if r.changing {
 		r.k.respond(m.request, protocol.StatusSystemBusy, "a role change is in progress", nil)
 		return

@@ -31,6 +31,34 @@ type views struct {
 	slaves    atomic.Pointer[[]protocol.SlaveInfo]
 	haStatus  atomic.Pointer[string]
 	masterMax atomic.Int64
+	// fence, if set, is why this broker refuses sends (controller mode:
+	// not the master of the current epoch, or its lease ran out).
+	// Published by the controller client, read by the writer at each
+	// batch; nil in classic mode.
+	fence atomic.Pointer[string]
+	// ackSet is the broker ids a SYNC send waits for (controller mode),
+	// published by the controller client for the durability actor.
+	ackSet atomic.Pointer[[]int64]
+}
+
+// publishFence sets why sends are refused ("": they are not).
+func (v *views) publishFence(why string) { v.fence.Store(&why) }
+
+// fenced returns why sends are refused, or "".
+func (v *views) fenced() string {
+	if p := v.fence.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (v *views) publishAckSet(ids []int64) { v.ackSet.Store(&ids) }
+
+func (v *views) ackSetSnapshot() []int64 {
+	if p := v.ackSet.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (v *views) publishRole(r roleState) { v.role.Store(&r) }

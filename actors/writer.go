@@ -113,9 +113,25 @@ func (a *writerActor) gateMode() gate.Mode { return gateMode(a.cfg, a.k.faults, 
 
 func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	if a.role.slave() {
+		why := fmt.Sprintf("broker %s (brokerId %d) is a read-only slave; send to its master", a.cfg.BrokerName, a.role.brokerID)
+		if a.role.master == "" {
+			why = fmt.Sprintf("broker %s has no role from the controllers yet; send to its group's master", a.cfg.BrokerName)
+		}
 		for _, it := range wb.items {
-			a.refuse(ctx, it, protocol.StatusNotMaster,
-				fmt.Sprintf("broker %s (brokerId %d) is a read-only slave; send to its master", a.cfg.BrokerName, a.role.brokerID))
+			a.refuse(ctx, it, protocol.StatusNotMaster, why)
+		}
+		return
+	}
+	if why := a.v.fenced(); why != "" {
+		// Controller mode: not (or no longer) the master of the current
+		// epoch, or the master lease ran out. Internal sends are told
+		// they were not stored, and retried later.
+		for _, it := range wb.items {
+			if it.notify != nil {
+				ctx.Send(it.notify, &internalStored{tag: it.tag, err: fmt.Errorf("not stored: %s", why)})
+				continue
+			}
+			a.k.respond(it.request, protocol.StatusServiceNotAvailable, why, nil)
 		}
 		return
 	}

@@ -11,6 +11,9 @@
 //	SYNC_MASTER                   copies(end) >= inSyncReplicas FLUSH_SLAVE_TIMEOUT (slaveTimeout)
 //	SYNC_MASTER + SYNC_FLUSH      both of the above           FLUSH_DISK_TIMEOUT if the flush is
 //	                                                          missing, else FLUSH_SLAVE_TIMEOUT
+//	controller mode               every id of the ack set     FLUSH_SLAVE_TIMEOUT (slaveTimeout),
+//	                              acked end (+ the flush      FLUSH_DISK_TIMEOUT as above
+//	                              under SYNC_FLUSH)
 //
 // where copies(end) counts the master and every slave that acknowledged
 // end. A send that does not wait (WAIT=false, or oneway) is answered OK at
@@ -24,6 +27,9 @@
 // The Gate is a plain state machine: no goroutines, no clock (time is an
 // input), no I/O. Its inputs are Admit, Flushed, FlushFailed, Replicas,
 // Tick and Stop; its output, drained with Ready, is the verdicts to send and
-// the deadline at which Tick must next be called. The confirm offsets and
-// SyncStateSets of controller mode plug in here.
+// the deadline at which Tick must next be called. Under controller mode
+// (Mode.Controller) the ack set (SetAckSet: the SyncStateSet, unioned with
+// a proposed one while a change is in flight) replaces inSyncReplicas: a
+// send waits for each member by broker id (SlaveAcks), an empty set means
+// the master alone, and there is no SLAVE_NOT_AVAILABLE at admission.
 package gate

@@ -15,6 +15,12 @@ type Mode struct {
 	InSyncReplicas int           // copies a SYNC_MASTER send needs, the master's included
 	FlushTimeout   time.Duration // syncFlushTimeout
 	SlaveTimeout   time.Duration // slaveTimeout
+	// Controller is controller mode: a waiting send is answered OK once
+	// every slave of the ack set (SetAckSet: the SyncStateSet, or its
+	// union with a proposed one while a change is in flight) acknowledged
+	// it, besides the flush SyncFlush asks; an empty set means the master
+	// alone. SyncMaster and InSyncReplicas do not apply.
+	Controller bool
 
 	// Planted bugs (the simulator's self-test); all false in production.
 	AckBeforeFlush   bool // SYNC_FLUSH: OK before the flush
@@ -26,7 +32,16 @@ type Mode struct {
 // durability (wait: WAIT is true and it is not oneway) under a mode that
 // promises more than the page cache. Every other send is answered OK at
 // once, wherever it was stored (the writer answers those itself).
-func (m Mode) Waits(wait bool) bool { return wait && (m.SyncFlush || m.SyncMaster) }
+func (m Mode) Waits(wait bool) bool { return wait && (m.SyncFlush || m.replicated()) }
+
+// replicated reports whether a waiting send waits for slaves' copies.
+func (m Mode) replicated() bool { return m.SyncMaster || m.Controller }
+
+// SlaveAck is one slave's acknowledged offset, by its broker id.
+type SlaveAck struct {
+	BrokerID int64
+	Acked    int64 // every byte below is on the slave
+}
 
 // Verdict is the answer to one admitted send.
 type Verdict struct {
@@ -55,10 +70,12 @@ type waiter struct {
 // usable: use New.
 type Gate struct {
 	mode     Mode
-	flushed  int64   // every byte below is durable on this broker's disk
-	fsyncErr error   // sticky
-	acked    []int64 // each connected slave's acknowledged offset
-	inSync   int     // slaves within haMaxGapNotInSync
+	flushed  int64      // every byte below is durable on this broker's disk
+	fsyncErr error      // sticky
+	acked    []int64    // each connected slave's acknowledged offset
+	inSync   int        // slaves within haMaxGapNotInSync
+	ackSet   []int64    // controller mode: the slaves every send waits for
+	byID     []SlaveAck // controller mode: each connected slave's acknowledged offset
 	waiting  []waiter
 	out      []Verdict
 	stopped  bool
@@ -94,13 +111,13 @@ func (g *Gate) Admit(now time.Time, tok any, end int64, wait bool) (v Verdict, o
 		return Verdict{Token: tok, Status: protocol.StatusServiceNotAvailable, Remark: "broker shutting down"}, true
 	case !m.Waits(wait):
 		return Verdict{Token: tok, Status: protocol.StatusOK}, true
-	case m.SyncMaster && g.inSync+1 < m.InSyncReplicas:
+	case m.SyncMaster && !m.Controller && g.inSync+1 < m.InSyncReplicas:
 		// Never an OK without the slaves' copies: with too few slaves in
 		// sync, say so at once (the message is stored on the master).
 		return Verdict{Token: tok, Status: protocol.StatusSlaveNotAvailable, Remark: fmt.Sprintf(
 			"stored on the master only: %d of the %d copies inSyncReplicas asks for are in sync", g.inSync+1, m.InSyncReplicas)}, true
 	}
-	w := waiter{tok: tok, end: end, needFlush: m.SyncFlush, needRepl: m.SyncMaster}
+	w := waiter{tok: tok, end: end, needFlush: m.SyncFlush, needRepl: m.replicated()}
 	if w.needRepl {
 		w.deadline = now.Add(m.SlaveTimeout)
 	} else {
@@ -136,6 +153,23 @@ func (g *Gate) FlushFailed(now time.Time, err error) {
 func (g *Gate) Replicas(now time.Time, acked []int64, inSync int) {
 	g.acked = append(g.acked[:0], acked...)
 	g.inSync = inSync
+	g.release(now)
+}
+
+// SetAckSet sets the broker ids of the slaves whose acknowledgement every
+// waiting send needs under controller mode (empty: none). Waiters are
+// judged by the new set from now on: one covered by the old set but not
+// by the new one goes on waiting (an expansion must not let a send
+// through on the old set's word).
+func (g *Gate) SetAckSet(now time.Time, ids []int64) {
+	g.ackSet = append(g.ackSet[:0], ids...)
+	g.release(now)
+}
+
+// SlaveAcks reports each connected slave's acknowledged offset by broker
+// id (controller mode). The gate keeps its own copy.
+func (g *Gate) SlaveAcks(now time.Time, acks []SlaveAck) {
+	g.byID = append(g.byID[:0], acks...)
 	g.release(now)
 }
 
@@ -204,6 +238,24 @@ func (g *Gate) copies(end int64) int {
 	return n
 }
 
+// setHas reports whether every slave of the ack set acknowledged end. A
+// member not connected has acknowledged nothing.
+func (g *Gate) setHas(end int64) bool {
+	for _, id := range g.ackSet {
+		ok := false
+		for _, a := range g.byID {
+			if a.BrokerID == id && a.Acked >= end {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // release answers every waiter whose promise holds (or can no longer).
 // Waiters are in log order and what covers an offset covers every lower
 // one (a flush, a slave's acknowledgement), so the released ones are a
@@ -237,6 +289,9 @@ func (g *Gate) covered(w waiter) bool {
 		if m.AckBeforeReplica {
 			return true
 		}
+		if m.Controller {
+			return flushOK && g.setHas(w.end)
+		}
 		return flushOK && g.copies(w.end) >= m.InSyncReplicas
 	}
 	return flushOK
@@ -261,6 +316,11 @@ func (g *Gate) timeout(w waiter, prefix string) {
 	}
 	if prefix != "" {
 		g.answer(w.tok, protocol.StatusFlushSlaveTimeout, prefix+"the slave acknowledged")
+		return
+	}
+	if g.mode.Controller {
+		g.answer(w.tok, protocol.StatusFlushSlaveTimeout,
+			fmt.Sprintf("stored on the master, but not acknowledged by every slave of the SyncStateSet %v within slaveTimeout %v", g.ackSet, g.mode.SlaveTimeout))
 		return
 	}
 	g.answer(w.tok, protocol.StatusFlushSlaveTimeout,

@@ -123,6 +123,11 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.BrokerHeartbeatInterval = c.BrokerHeartbeatInterval.Duration()
 	a.HeartbeatTimeout = c.BrokerNotActiveTimeoutMillis.Duration()
 	a.RegisterNameServerPeriod = c.RegisterNameServerPeriod.Duration()
+	a.EnableControllerMode = c.EnableControllerMode
+	a.ControllerAddr = c.Controllers()
+	a.ControllerHeartbeatInterval = c.ControllerHeartbeatInterval.Duration()
+	a.MasterLease = c.MasterLeaseMillis.Duration()
+	a.HAMaxTimeSlaveNotCatchup = c.HAMaxTimeSlaveNotCatchup.Duration()
 	// A pull or query answer must fit in a frame and well within what a
 	// connection may have unsent (a bigger answer would disconnect a client
 	// that reads normally).

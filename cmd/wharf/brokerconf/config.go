@@ -118,6 +118,17 @@ type Config struct {
 	// An empty slave copies only the master's last CommitLog segment instead of everything the master retains (Wharf key; RocketMQ's only behaviour).
 	HASlaveCatchUpFromLastSegment bool `conf:"haSlaveCatchUpFromLastSegment"`
 
+	// Let the controllers assign this broker's brokerId and role, and elect a new master when the master dies; brokerRole, brokerId and haMasterAddress are then ignored.
+	EnableControllerMode bool `conf:"enableControllerMode"`
+	// enableControllerMode: controller addresses, host:port separated by ';' (RocketMQ's format).
+	ControllerAddr string `conf:"controllerAddr"`
+	// enableControllerMode: milliseconds between a broker's heartbeats (and replica-info reads) to the leading controller (Wharf key: brokerHeartbeatInterval is the name servers').
+	ControllerHeartbeatInterval Millis `conf:"controllerHeartbeatInterval"`
+	// enableControllerMode: milliseconds a master keeps accepting writes after the send time of its last heartbeat the controller answered; below the controller's 3000 ms heartbeat timeout, so it stops before another master is elected (Wharf key).
+	MasterLeaseMillis Millis `conf:"masterLeaseMillis"`
+	// enableControllerMode: milliseconds a SyncStateSet member may stay behind the master (or away) before the master drops it from the set (Wharf default 3000; RocketMQ's 15000).
+	HAMaxTimeSlaveNotCatchup Millis `conf:"haMaxTimeSlaveNotCatchup"`
+
 	// Create a topic on its first send instead of refusing it with TOPIC_NOT_EXIST.
 	AutoCreateTopicEnable bool `conf:"autoCreateTopicEnable"`
 	// Create a consumer group on its first use instead of refusing it.
@@ -184,6 +195,9 @@ func Default() Config {
 		BrokerHeartbeatInterval:         1000,
 		BrokerNotActiveTimeoutMillis:    5000,
 		RegisterNameServerPeriod:        30_000,
+		ControllerHeartbeatInterval:     500,
+		MasterLeaseMillis:               1500,
+		HAMaxTimeSlaveNotCatchup:        3000,
 		MaxFrameSize:                    16 << 20,
 		MaxOutboundBytes:                64 << 20,
 		ServerChannelMaxIdleTimeSeconds: 120,

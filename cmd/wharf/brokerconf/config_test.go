@@ -19,6 +19,8 @@ var zeroDefaults = map[string]bool{
 	"haListenPort":                  true, // listenPort + 1
 	"haMasterAddress":               true, // masters have none
 	"namesrvAddr":                   true, // no name server
+	"enableControllerMode":          true, // classic master/slave
+	"controllerAddr":                true, // no controller
 	"storePathCommitLog":            true, // ${storePathRootDir}/commitlog
 	"slaveReadEnable":               true, // RocketMQ's default
 	"haSlaveCatchUpFromLastSegment": true, // a new slave copies everything the master retains

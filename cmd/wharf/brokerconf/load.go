@@ -135,7 +135,9 @@ func (c *Config) finish() []string {
 	if c.BrokerRole == SyncMaster && c.InSyncReplicas == 1 {
 		warns = append(warns, "inSyncReplicas=1 with brokerRole=SYNC_MASTER acknowledges sends without any slave copy, like ASYNC_MASTER")
 	}
-	if c.BrokerRole != Slave && c.HAMasterAddress != "" {
+	if c.EnableControllerMode && (c.BrokerRole != AsyncMaster || c.BrokerID != 0 || c.HAMasterAddress != "") {
+		warns = append(warns, "brokerRole, brokerId and haMasterAddress are ignored with enableControllerMode: the controllers assign them")
+	} else if c.BrokerRole != Slave && c.HAMasterAddress != "" {
 		warns = append(warns, fmt.Sprintf("haMasterAddress %q is ignored: only a SLAVE uses it (brokerRole=%s)", c.HAMasterAddress, c.BrokerRole))
 	}
 	return warns
@@ -250,5 +252,4 @@ var ignoredKeys = map[string]ignoredKey{
 	"totalReplicas":                    {why: "SYNC_MASTER counts copies with inSyncReplicas"},
 	"minInSyncReplicas":                {why: "SYNC_MASTER counts copies with inSyncReplicas"},
 	"enableDLegerCommitLog":            {why: "Wharf replicates with master/slave roles", rejectTrue: true},
-	"enableControllerMode":             {why: "Wharf replicates with master/slave roles", rejectTrue: true},
 }

@@ -186,7 +186,8 @@ func TestParseErrors(t *testing.T) {
 		{"every error at once", "listenPort=x\nbrokerId=y\n", []string{"broker.conf:1: listenPort", "broker.conf:2: brokerId"}},
 		{"line of a continued entry", "a=1\nmaxMessageSize=1\\\n  2x\n", []string{`broker.conf:2: maxMessageSize: "12x" is not an integer`}},
 		{"derived port out of range", "listenPort=65535\n", []string{"haListenPort 65536 (listenPort + 1): must be a port 1-65535; set haListenPort"}},
-		{"unsupported mode", "enableControllerMode=true\n", []string{"broker.conf:1: enableControllerMode=true is not supported by Wharf"}},
+		{"unsupported mode", "enableDLegerCommitLog=true\n", []string{"broker.conf:1: enableDLegerCommitLog=true is not supported by Wharf"}},
+		{"controller mode without controllers", "enableControllerMode=true\n", []string{"controllerAddr is empty: enableControllerMode needs"}},
 		{"invalid after loading", "brokerRole=SLAVE\n", []string{"brokerId 0: brokerRole=SLAVE needs brokerId>0", "haMasterAddress is empty"}},
 		{"malformed escape", "a=\\u00\n", []string{`broker.conf: line 1: malformed \uXXXX escape`}},
 	}

@@ -54,12 +54,14 @@ func (c Config) Validate() error {
 	if c.BrokerName == "" || strings.IndexFunc(c.BrokerName, unicode.IsSpace) >= 0 {
 		bad("brokerName %q: must be a non-empty name without spaces", c.BrokerName)
 	}
-	switch c.BrokerRole {
-	case AsyncMaster, SyncMaster:
+	switch {
+	case c.EnableControllerMode:
+		// The controllers assign the role and the id.
+	case c.BrokerRole == AsyncMaster, c.BrokerRole == SyncMaster:
 		if c.BrokerID != 0 {
 			bad("brokerId %d: brokerRole=%s needs brokerId=0 (a slave has brokerRole=SLAVE and brokerId>0)", c.BrokerID, c.BrokerRole)
 		}
-	case Slave:
+	case c.BrokerRole == Slave:
 		if c.BrokerID <= 0 {
 			bad("brokerId %d: brokerRole=SLAVE needs brokerId>0 (brokerId 0 is the master of %s)", c.BrokerID, c.BrokerName)
 		}
@@ -98,6 +100,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateNameServers()...)
+	errs = append(errs, c.validateController()...)
 	if c.MaxMessageSize <= 0 {
 		bad("maxMessageSize %d: must be positive", c.MaxMessageSize)
 	}
@@ -256,6 +259,53 @@ func (c Config) validateNameServers() []error {
 		bad("registerNameServerPeriod %d: must be in [1000, 600000] ms", c.RegisterNameServerPeriod)
 	}
 	return errs
+}
+
+// controllerHeartbeatTimeout is the controller's default
+// controllerHeartBeatTimeoutMills: a master lease must end before it.
+const controllerHeartbeatTimeout = 3000
+
+// validateController checks the controller-mode keys.
+func (c Config) validateController() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	seen := map[string]bool{}
+	for _, a := range strings.Split(c.ControllerAddr, ";") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := checkHostPort(a); err != nil {
+			bad("controllerAddr %q: %q: %v", c.ControllerAddr, a, err)
+		} else if seen[a] {
+			bad("controllerAddr %q: %q is listed twice", c.ControllerAddr, a)
+		}
+		seen[a] = true
+	}
+	if c.EnableControllerMode && len(seen) == 0 {
+		bad("controllerAddr is empty: enableControllerMode needs the controllers' host:port")
+	}
+	if c.ControllerHeartbeatInterval < 100 || c.ControllerHeartbeatInterval > 10_000 {
+		bad("controllerHeartbeatInterval %d: must be in [100, 10000] ms", c.ControllerHeartbeatInterval)
+	}
+	if c.MasterLeaseMillis <= c.ControllerHeartbeatInterval || c.MasterLeaseMillis > controllerHeartbeatTimeout*9/10 {
+		bad("masterLeaseMillis %d: must be above controllerHeartbeatInterval (%d), or the lease lapses between heartbeats, and at most %d ms, below the controller's %d ms heartbeat timeout, or a new master may be elected while the old one still writes",
+			c.MasterLeaseMillis, c.ControllerHeartbeatInterval, controllerHeartbeatTimeout*9/10, controllerHeartbeatTimeout)
+	}
+	if c.HAMaxTimeSlaveNotCatchup < 100 || c.HAMaxTimeSlaveNotCatchup > 600_000 {
+		bad("haMaxTimeSlaveNotCatchup %d: must be in [100, 600000] ms", c.HAMaxTimeSlaveNotCatchup)
+	}
+	return errs
+}
+
+// Controllers returns controllerAddr's addresses.
+func (c Config) Controllers() []string {
+	var out []string
+	for _, a := range strings.Split(c.ControllerAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // NameServers returns namesrvAddr's addresses (none: standalone).

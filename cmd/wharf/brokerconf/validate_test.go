@@ -46,6 +46,17 @@ func TestValidate(t *testing.T) {
 			"brokerNotActiveTimeoutMillis 1500: must be at least twice brokerHeartbeatInterval (2000)"},
 		{"register period", func(c *Config) { c.RegisterNameServerPeriod = 0 }, "registerNameServerPeriod 0: must be in [1000, 600000] ms"},
 		{"namesrv ok", func(c *Config) { c.NamesrvAddr = "a:9876; b:9876" }, ""},
+		{"controller mode", func(c *Config) { c.EnableControllerMode, c.ControllerAddr = true, "a:9878;b:9868" }, ""},
+		{"controller mode ignores the role", func(c *Config) {
+			c.EnableControllerMode, c.ControllerAddr, c.BrokerRole, c.BrokerID = true, "a:9878", Slave, 0
+		}, ""},
+		{"controller mode without controllers", func(c *Config) { c.EnableControllerMode = true }, "controllerAddr is empty"},
+		{"controller addr", func(c *Config) { c.ControllerAddr = "a:9878;b" }, `controllerAddr "a:9878;b": "b": must be host:port`},
+		{"controller addr twice", func(c *Config) { c.ControllerAddr = "a:1;a:1" }, `"a:1" is listed twice`},
+		{"lease not below the controller's timeout", func(c *Config) { c.MasterLeaseMillis = 3000 }, "masterLeaseMillis 3000: must be above"},
+		{"lease below the heartbeat", func(c *Config) { c.MasterLeaseMillis = 400 }, "masterLeaseMillis 400: must be above controllerHeartbeatInterval (500)"},
+		{"controller heartbeat", func(c *Config) { c.ControllerHeartbeatInterval = 50 }, "controllerHeartbeatInterval 50: must be in [100, 10000] ms"},
+		{"slave not catchup", func(c *Config) { c.HAMaxTimeSlaveNotCatchup = 0 }, "haMaxTimeSlaveNotCatchup 0"},
 		{"commitlog path", func(c *Config) { c.StorePathCommitLog = "/other/commitlog" }, `storePathCommitLog "/other/commitlog": Wharf keeps the CommitLog in ${storePathRootDir}/commitlog (data/commitlog)`},
 		{"commitlog path default spelled out", func(c *Config) { c.StorePathCommitLog = "./data/commitlog/" }, ""},
 		{"commitlog multi path", func(c *Config) { c.StorePathCommitLog = "data/commitlog;/disk2/commitlog" }, "storePathCommitLog"},
