@@ -37,7 +37,7 @@ import (
 
 // Controller client messages.
 type (
-	ctlDialed struct {
+	agentDialed struct {
 		addr string
 		conn Conn
 		err  error
@@ -54,7 +54,7 @@ type (
 		addr string
 		link uint64
 	}
-	ctlTick     struct{}
+	agentTick     struct{}
 	ctlNotified struct{} // a controller pushed NOTIFY_BROKER_ROLE_CHANGED
 	// ctlSlaves is the master's slaves as its replicator sees them (from
 	// the durability actor, at each change of their progress).
@@ -165,11 +165,11 @@ func (a *ctlClientActor) Receive(ctx actor.Context) {
 // handle feeds one message to the agent.
 func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool {
 	switch m := msg.(type) {
-	case *ctlTick:
+	case *agentTick:
 		a.armed, a.stopArm = time.Time{}, nil
 		a.expire(now)
 		a.core.Tick(now, a.storeState())
-	case *ctlDialed:
+	case *agentDialed:
 		a.dialed(now, m)
 	case *ctlAnswer:
 		a.answer(now, m)
@@ -304,11 +304,11 @@ func (a *ctlClientActor) connect(addr string) {
 	h := &ctlHandler{k: a.k, limits: a.limits, self: self, addr: addr}
 	a.k.io(self, func() any {
 		c, err := dial(addr, h)
-		return &ctlDialed{addr: addr, conn: c, err: err}
+		return &agentDialed{addr: addr, conn: c, err: err}
 	})
 }
 
-func (a *ctlClientActor) dialed(now time.Time, m *ctlDialed) {
+func (a *ctlClientActor) dialed(now time.Time, m *agentDialed) {
 	queued := a.dialing[m.addr]
 	delete(a.dialing, m.addr)
 	if m.err == nil {
@@ -404,7 +404,7 @@ func (a *ctlClientActor) arm(now, d time.Time) {
 		a.stopArm()
 	}
 	a.armed = d
-	a.stopArm = a.k.after(max(d.Sub(now), 0), a.self, &ctlTick{})
+	a.stopArm = a.k.after(max(d.Sub(now), 0), a.self, &agentTick{})
 }
 
 // ctlIdentityFile is where a broker keeps the identity it registers with,
