@@ -54,7 +54,7 @@ type (
 		addr string
 		link uint64
 	}
-	agentTick     struct{}
+	agentTick   struct{}
 	ctlNotified struct{} // a controller pushed NOTIFY_BROKER_ROLE_CHANGED
 	// ctlSlaves is the master's slaves as its replicator sees them (from
 	// the durability actor, at each change of their progress).
@@ -126,11 +126,14 @@ type ctlClientActor struct {
 	opaque  uint32
 	// held are AlterSet requests waiting for the gate to take the ack
 	// set of seq.
-	held    []ctlagent.Request
-	seq     uint64
-	master  bool // the agent's last role was master
-	armed   time.Time
-	stopArm func() bool
+	held   []ctlagent.Request
+	seq    uint64
+	master bool // the agent's last role was master
+	// writable and leaseEnd are the agent's last word on writes.
+	writable bool
+	leaseEnd time.Time
+	armed    time.Time
+	stopArm  func() bool
 }
 
 func (a *ctlClientActor) Receive(ctx actor.Context) {
@@ -141,7 +144,7 @@ func (a *ctlClientActor) Receive(ctx actor.Context) {
 		a.links, a.dialing, a.calls = map[string]Conn{}, map[string][]ctlagent.Request{}, map[uint32]ctlCall{}
 		// A restarted agent knows nothing: no writes until it hears the
 		// controller again.
-		a.v.publishFence("not the master of the current epoch: this broker has no role from the controllers yet")
+		a.v.publishFence("not the master of the current epoch: this broker has no role from the controllers yet", time.Time{})
 		core, err := ctlagent.New(a.cfg)
 		if err != nil {
 			panic(err) // Broker.Start checked the config: this is a bug
@@ -225,8 +228,16 @@ func (a *ctlClientActor) drain(ctx actor.Context, now time.Time) {
 			"brokerId", rd.Role.BrokerID, "epoch", rd.Role.Epoch)
 		ctx.Send(a.p.role, &ctlRole{r: *rd.Role})
 	}
+	if rd.LeaseEnd != nil {
+		a.leaseEnd = *rd.LeaseEnd
+	}
 	if rd.Writable != nil {
-		a.v.publishFence(a.fenceReason(*rd.Writable))
+		a.writable = *rd.Writable
+	}
+	if rd.Writable != nil || rd.LeaseEnd != nil {
+		// The writer checks the lease's end itself at every batch: this
+		// actor's tick at that instant may come late.
+		a.v.publishFence(a.fenceReason(a.writable), a.leaseEnd)
 	}
 	hold := false
 	if rd.AckSet != nil {
@@ -355,6 +366,8 @@ func (a *ctlClientActor) answer(now time.Time, m *ctlAnswer) {
 		}
 	case protocol.StatusControllerNotLeader:
 		ans.Status, ans.Leader = ctlagent.NotLeader, m.remark
+	case protocol.StatusControllerBrokerNeedToBeRegistered:
+		ans.Status = ctlagent.Unregistered
 	case protocol.StatusControllerFencedMasterEpoch, protocol.StatusControllerFencedSyncStateSetEpoch,
 		protocol.StatusControllerInvalidMaster:
 		ans.Status = ctlagent.Fenced

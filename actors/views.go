@@ -3,6 +3,7 @@ package actors
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
@@ -32,22 +33,37 @@ type views struct {
 	haStatus  atomic.Pointer[string]
 	masterMax atomic.Int64
 	// fence, if set, is why this broker refuses sends (controller mode:
-	// not the master of the current epoch, or its lease ran out).
-	// Published by the controller client, read by the writer at each
-	// batch; nil in classic mode.
-	fence atomic.Pointer[string]
+	// not the master of the current epoch), or until when it may take them
+	// (its master lease). Published by the controller client, read by the
+	// writer at each batch; nil in classic mode.
+	fence atomic.Pointer[fence]
 	// ackSet is the broker ids a SYNC send waits for (controller mode),
 	// published by the controller client for the durability actor.
 	ackSet atomic.Pointer[[]int64]
 }
 
-// publishFence sets why sends are refused ("": they are not).
-func (v *views) publishFence(why string) { v.fence.Store(&why) }
+// fence is the controller client's word on sends: refused with why, or,
+// if why is "", taken until the lease end (zero: no end).
+type fence struct {
+	why   string
+	until time.Time
+}
 
-// fenced returns why sends are refused, or "".
-func (v *views) fenced() string {
-	if p := v.fence.Load(); p != nil {
-		return *p
+// publishFence sets why sends are refused ("": they are not, until until).
+func (v *views) publishFence(why string, until time.Time) {
+	v.fence.Store(&fence{why: why, until: until})
+}
+
+// fenced returns why sends are refused at now, or "".
+func (v *views) fenced(now time.Time) string {
+	f := v.fence.Load()
+	switch {
+	case f == nil:
+		return ""
+	case f.why != "":
+		return f.why
+	case !f.until.IsZero() && !now.Before(f.until):
+		return "the master lease expired (the controllers did not answer in time)"
 	}
 	return ""
 }

@@ -122,7 +122,7 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		}
 		return
 	}
-	if why := a.v.fenced(); why != "" {
+	if why := a.v.fenced(a.k.now()); why != "" {
 		// Controller mode: not (or no longer) the master of the current
 		// epoch, or the master lease ran out. Internal sends are told
 		// they were not stored, and retried later.

@@ -104,6 +104,7 @@ const (
 	NotLeader        // Leader names the leader, if known
 	Fenced           // an AlterSet whose epochs are not the current ones
 	Refused          // any other refusal (bad request): retried later
+	Unregistered     // the controller does not know this broker: register again
 )
 
 // Answer is a controller's answer to request ID.
@@ -145,6 +146,10 @@ type Ready struct {
 	Role *Role
 	// Writable, if set, is whether writes are now allowed.
 	Writable *bool
+	// LeaseEnd, if set, is when the writes allowed now must stop at the
+	// latest (zero: no deadline, NoLease), so that the writer can check it
+	// at every batch instead of waiting for this Ready's Deadline tick.
+	LeaseEnd *time.Time
 	// AckSet, if set, is the new set of slave ids a SYNC send waits for
 	// (the master's own durability aside); empty: the master alone.
 	AckSet *[]int64
@@ -194,6 +199,7 @@ type Agent struct {
 	proposed     []int64
 	proposedBase int32
 	writable     bool
+	leaseEnd     time.Time // last reported with LeaseEnd
 	ackSet       []int64
 	now          time.Time // of the input being handled
 	rd           Ready

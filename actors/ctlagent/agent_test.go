@@ -19,6 +19,7 @@ type run struct {
 	out      []Request // requests sent and not yet answered
 	role     *Role
 	writable bool
+	leaseEnd time.Time
 	ackSet   []int64
 	deadline time.Time
 }
@@ -46,6 +47,9 @@ func (r *run) take() {
 	}
 	if rd.Writable != nil {
 		r.writable = *rd.Writable
+	}
+	if rd.LeaseEnd != nil {
+		r.leaseEnd = *rd.LeaseEnd
 	}
 	if rd.AckSet != nil {
 		r.ackSet = *rd.AckSet
@@ -340,5 +344,38 @@ func TestCandidateGivesUp(t *testing.T) {
 func TestInvalidConfig(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("no controllers accepted")
+	}
+}
+
+func TestLeaseEndReported(t *testing.T) {
+	r := newRun(t, Config{})
+	r.master()
+	if !r.leaseEnd.Equal(t0.Add(DefaultLease)) {
+		t.Fatalf("lease end %v, want the heartbeat's send time + lease", r.leaseEnd.Sub(t0))
+	}
+	r.advance(DefaultHeartbeatInterval)
+	at := r.now
+	r.answer(r.pop(Heartbeat), Answer{})
+	if !r.leaseEnd.Equal(at.Add(DefaultLease)) {
+		t.Fatalf("lease end %v after a renewal sent at %v", r.leaseEnd.Sub(t0), at.Sub(t0))
+	}
+	r.out = nil
+	r.advance(2 * DefaultLease)
+	if r.writable || !r.leaseEnd.IsZero() {
+		t.Fatalf("writable %v, lease end %v after the lease ran out", r.writable, r.leaseEnd)
+	}
+}
+
+func TestUnregisteredRegistersAgain(t *testing.T) {
+	r := newRun(t, Config{})
+	r.master()
+	r.advance(DefaultHeartbeatInterval)
+	r.answer(r.pop(Heartbeat), Answer{Status: Unregistered})
+	if r.writable || r.a.BrokerID() != 0 {
+		t.Fatalf("writable %v, broker id %d after the controller forgot the broker", r.writable, r.a.BrokerID())
+	}
+	r.answer(r.pop(Register), Answer{BrokerID: 4})
+	if r.a.BrokerID() != 4 || !r.has(Heartbeat) {
+		t.Fatalf("after registering again: id %d, requests %v", r.a.BrokerID(), r.out)
 	}
 }

@@ -104,6 +104,14 @@ func (a *Agent) evaluate(now time.Time) {
 		a.writable = w
 		a.rd.Writable = &w
 	}
+	end := time.Time{}
+	if w && !a.cfg.NoLease {
+		end = leaseEnd
+	}
+	if !end.Equal(a.leaseEnd) {
+		a.leaseEnd = end
+		a.rd.LeaseEnd = &end
+	}
 	acks := a.acks()
 	if !slices.Equal(acks, a.ackSet) {
 		a.ackSet = acks

@@ -97,6 +97,17 @@ func (a *Agent) Answer(now time.Time, ans Answer) {
 		a.due[GetInfo] = now // the set or the epoch moved on: learn them
 	case Refused:
 		a.due[k] = now.Add(a.cfg.HeartbeatInterval)
+	case Unregistered:
+		// The controllers lost this broker (their state was rebuilt):
+		// register again; the broker may get another id, so nothing
+		// that names the old one stands meanwhile.
+		a.brokerID = 0
+		for _, q := range []Kind{Heartbeat, GetInfo, AlterSet} {
+			a.inflight[q], a.due[q] = nil, time.Time{}
+		}
+		if a.inflight[Register] == nil {
+			a.due[Register] = now
+		}
 	case OK:
 		a.answered(now, k, f, ans)
 	}
