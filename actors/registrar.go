@@ -189,7 +189,7 @@ func (a *registrarActor) handle(now time.Time, msg any) bool {
 		a.core.Topics(now, a.topics())
 	case *regRole:
 		r := a.v.currentRole()
-		a.core.Role(now, r.role, r.brokerID)
+		a.core.Role(now, r.role, r.brokerID, r.epoch)
 	case *regDialed:
 		a.dialed(now, m)
 	case *regAnswer:

@@ -72,7 +72,7 @@ var requestInts = map[Code]map[string]intKind{
 	CodeHAEpochs:              {"epochs[0].epoch": kInt32, "epochs[0].startOffset": kInt64, "maxOffset": kInt64},
 	CodeControllerRaftMessage: {},
 	CodeRegisterBroker: {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64,
-		"heartbeatTimeoutMillis": kInt64},
+		"heartbeatTimeoutMillis": kInt64, "masterEpoch": kInt32},
 	CodeBrokerHeartbeat:          {"brokerId": kInt64, "dataVersion.timestamp": kInt64, "dataVersion.counter": kInt64},
 	CodeUnregisterBroker:         {"brokerId": kInt64},
 	CodeGetRouteInfoByTopic:      {},

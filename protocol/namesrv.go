@@ -93,8 +93,14 @@ type RegisterBrokerRequest struct {
 	DataVersion    DataVersion `msgpack:"dataVersion"`
 	// HeartbeatTimeoutMillis is the lease the broker asks for; 0 means the
 	// name server's default.
-	HeartbeatTimeoutMillis int64         `msgpack:"heartbeatTimeoutMillis,omitempty"`
-	Topics                 []TopicConfig `msgpack:"-"` // the frame body
+	HeartbeatTimeoutMillis int64 `msgpack:"heartbeatTimeoutMillis,omitempty"`
+	// MasterEpoch is the controller's master epoch the broker's role
+	// belongs to (controller mode; 0 otherwise). Between two brokers that
+	// claim one brokerId, the name server keeps the newer epoch's, whatever
+	// their data versions: a deposed master still running (its lease
+	// expired, its controllers unreachable) never hides the new one.
+	MasterEpoch int32         `msgpack:"masterEpoch,omitempty"`
+	Topics      []TopicConfig `msgpack:"-"` // the frame body
 }
 
 func (r *RegisterBrokerRequest) appendBody(b []byte) ([]byte, error) { return appendList(b, r.Topics) }

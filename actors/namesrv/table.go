@@ -49,6 +49,7 @@ type broker struct {
 	haAddr    string
 	role      string
 	version   protocol.DataVersion
+	epoch     int32 // the master epoch of its role (controller mode)
 	conn      uint64
 	alive     bool
 	liveSince time.Time
@@ -97,13 +98,18 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	// message (or an older process at another address): ignored. A dead
 	// entry is replaced by whatever comes.
 	cmp := 1
-	if b != nil && b.alive {
+	switch {
+	case b == nil || !b.alive:
+	case reg.MasterEpoch != b.epoch:
+		cmp = cmpEpoch(reg.MasterEpoch, b.epoch) // controller mode: the newer epoch's claim wins
+	default:
 		cmp = reg.DataVersion.Compare(b.version)
 	}
 	if cmp < 0 {
 		return t.answer(g, b, protocol.RegisterBrokerResponse{Stale: true}), nil
 	}
-	changed := b == nil || !b.alive || b.id != id || b.role != reg.BrokerRole || b.haAddr != reg.HAServerAddr || g.cluster != id.ClusterName
+	changed := b == nil || !b.alive || b.id != id || b.role != reg.BrokerRole || b.haAddr != reg.HAServerAddr ||
+		g.cluster != id.ClusterName || b.epoch != reg.MasterEpoch
 	if b == nil || b.id.BrokerAddr != id.BrokerAddr || !b.alive {
 		// A new broker, one at a new address (it replaces the old
 		// entry), or one coming back: a new life.
@@ -112,6 +118,7 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	}
 	takeTopics := cmp > 0 || changed
 	b.id, b.haAddr, b.role, b.version, b.conn = id, reg.HAServerAddr, reg.BrokerRole, reg.DataVersion, reg.Conn
+	b.epoch = reg.MasterEpoch
 	b.alive, b.lastBeat, b.lease = true, now, t.lease
 	if ms := reg.HeartbeatTimeoutMillis; ms > 0 {
 		b.lease = time.Duration(min(ms, MaxLease.Milliseconds())) * time.Millisecond
@@ -368,4 +375,14 @@ func (t *Table) Topics() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+func cmpEpoch(a, b int32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

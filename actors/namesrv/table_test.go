@@ -349,3 +349,24 @@ func TestDataVersionOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestNewerMasterEpochWins is RocketMQ #6316: after a failover in controller
+// mode, the deposed master may still be alive (its lease ran out, its
+// controllers unreachable) and its process may have started later than
+// the new master's, so its data version is the newer one. The newer master
+// epoch's claim to brokerId 0 wins anyway, and the old one's comes back
+// Stale, not over it.
+func TestNewerMasterEpochWins(t *testing.T) {
+	epoch := func(r *Registration, e int32, ts int64) *Registration {
+		r.MasterEpoch, r.DataVersion.Timestamp = e, ts
+		return r
+	}
+	runSteps(t, []step{
+		{do: register(epoch(reg("a", 0, "old", "SYNC_MASTER", 1, 1, "orders:8/8"), 1, 900)), bumped: true},
+		{at: 10, do: register(epoch(reg("a", 0, "new", "SYNC_MASTER", 1, 2, "orders:8/8"), 2, 100)),
+			want: "changed=true stale=false lease=5000 master=new", route: "a:8/8/6[0=new+]", bumped: true},
+		{at: 20, do: register(epoch(reg("a", 0, "old", "SYNC_MASTER", 5, 1, "orders:8/8"), 1, 900)),
+			want: "changed=false stale=true lease=5000 master=new", route: "a:8/8/6[0=new+]"},
+		{at: 30, do: heartbeat("a", 0, "old", 1, 1), want: "unknown=true"},
+	})
+}

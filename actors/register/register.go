@@ -123,6 +123,7 @@ type Registrar struct {
 	cfg      Config
 	id       protocol.BrokerIdentity
 	role     string
+	epoch    int32 // the controller's master epoch of the role (0: classic mode)
 	version  protocol.DataVersion
 	topics   []protocol.TopicConfig
 	servers  []*server
@@ -231,12 +232,12 @@ func (r *Registrar) Topics(now time.Time, topics []protocol.TopicConfig) {
 // Role reports the broker's role and brokerId. A change registers at
 // once; a new brokerId first unregisters the old one, whose slot would
 // otherwise stay alive until its lease ends.
-func (r *Registrar) Role(now time.Time, role string, brokerID int64) {
-	if role == r.role && brokerID == r.id.BrokerID {
+func (r *Registrar) Role(now time.Time, role string, brokerID int64, epoch int32) {
+	if role == r.role && brokerID == r.id.BrokerID && epoch == r.epoch {
 		return
 	}
 	old := r.id
-	r.role, r.id.BrokerID = role, brokerID
+	r.role, r.id.BrokerID, r.epoch = role, brokerID, epoch
 	if old.BrokerID != brokerID {
 		for _, s := range r.servers {
 			if s.state == up && !r.stopping {

@@ -131,7 +131,7 @@ func (d *driver) run(steps []step) {
 		case "role":
 			var id int64
 			fmt.Sscan(arg(2), &id)
-			d.r.Role(d.now, a, id)
+			d.r.Role(d.now, a, id, 0)
 		case "tick":
 			d.r.Tick(d.now)
 		case "stop":

@@ -77,6 +77,7 @@ func (r *Registrar) register(s *server, now time.Time) {
 		BrokerRole:             r.role,
 		DataVersion:            r.version,
 		HeartbeatTimeoutMillis: r.cfg.Lease.Milliseconds(),
+		MasterEpoch:            r.epoch,
 		Topics:                 r.topics,
 	})
 }
