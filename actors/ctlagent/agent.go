@@ -100,11 +100,11 @@ type Status uint8
 
 // Answer statuses.
 const (
-	OK        Status = iota
-	NotLeader        // Leader names the leader, if known
-	Fenced           // an AlterSet whose epochs are not the current ones
-	Refused          // any other refusal (bad request): retried later
-	Unregistered     // the controller does not know this broker: register again
+	OK           Status = iota
+	NotLeader           // Leader names the leader, if known
+	Fenced              // an AlterSet whose epochs are not the current ones
+	Refused             // any other refusal (bad request): retried later
+	Unregistered        // the controller does not know this broker: register again
 )
 
 // Answer is a controller's answer to request ID.
