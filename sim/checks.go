@@ -25,10 +25,16 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 		return
 	}
 	s.w.Tracef("ack %s conn %d op %d %v %v", c.node.name, c.id, f.Opaque, f.Status, lat)
+	if s.cfg.Ctl != nil {
+		s.onCtlAnswer(c, f, lat)
+	}
 	switch f.Status {
 	case protocol.StatusOK:
 		s.onSendOK(c, f, p, lat)
 	case protocol.StatusFlushSlaveTimeout:
+		if s.cfg.Ctl != nil {
+			return // the SyncStateSet's wait; its bound is checked with OK's
+		}
 		if c.node.acfg.BrokerRole != actors.RoleSyncMaster {
 			s.w.Violationf("FLUSH_SLAVE_TIMEOUT from a %q master", c.node.acfg.BrokerRole)
 		}
@@ -41,7 +47,7 @@ func (s *Sim) onAck(c *Conn, f *protocol.Frame, lat time.Duration) {
 		if s.cfg.Flush != actors.SyncFlush {
 			s.w.Violationf("FLUSH_DISK_TIMEOUT under ASYNC_FLUSH")
 		}
-		if strings.HasPrefix(f.Remark, "stored, but not flushed") {
+		if strings.HasPrefix(f.Remark, "stored, but not flushed") && s.cfg.Ctl == nil {
 			if lat < timeout {
 				s.w.Violationf("FLUSH_DISK_TIMEOUT after %v, before its wait bound %v", lat, timeout)
 			}
@@ -58,6 +64,7 @@ func (s *Sim) onSendOK(c *Conn, f *protocol.Frame, p *pending, lat time.Duration
 	s.res.AcksOK++
 	s.res.AckLatency.RecordValue(max(1, lat.Microseconds()))
 	g := c.node.g
+	g.okAt = s.w.Now()
 	mode := s.mode(g)
 	if s.res.ByMode[mode] == nil {
 		s.res.ByMode[mode] = hdrhistogram.New(1, 60_000_000, 3)
@@ -97,6 +104,9 @@ func (s *Sim) onSendOK(c *Conn, f *protocol.Frame, p *pending, lat time.Duration
 		if replicas {
 			s.checkReplicated(g, sm, lat)
 		}
+		if s.cfg.Ctl != nil {
+			s.checkSetHas(c.node, sm, lat)
+		}
 		if sync {
 			if ok, why := c.node.durable(phy); !ok {
 				s.w.Violationf("SYNC_FLUSH ack of %q (offset %d) before it was durable: %s", sm.key, phy, why)
@@ -117,6 +127,9 @@ func (s *Sim) onSendOK(c *Conn, f *protocol.Frame, p *pending, lat time.Duration
 // or slaveTimeout on a SYNC_MASTER (which waits for the flush and the
 // slaves together, within slaveTimeout).
 func waitBound(n *Node) time.Duration {
+	if n.acfg.EnableControllerMode {
+		return max(n.acfg.SlaveTimeout, n.acfg.SyncFlushTimeout) // flush and SyncStateSet, each within its own
+	}
 	if n.acfg.BrokerRole == actors.RoleSyncMaster {
 		return n.acfg.SlaveTimeout
 	}

@@ -72,6 +72,11 @@ type Client struct {
 	// topicGone: the last route answer was TOPIC_NOT_EXIST
 	topicGone   bool
 	routeGroups string // the groups of the last route taken (traceRoute)
+	// probe: the liveness phase's producer (controller mode), which stops
+	// once every group acknowledged a write after healing.
+	probe bool
+	// commitNode: per group, the broker that acknowledged its commits.
+	commitNode map[int]*Node
 }
 
 // groupQueue is queue q of broker group g.
@@ -96,10 +101,19 @@ func (c *Client) clientNum() int { return c.id }
 // ensureConn makes sure the client has a connection to group g's master's
 // current incarnation; false if the master is down.
 func (c *Client) ensureConn(g *brokerGroup) bool {
-	if conn := c.conns[g.idx]; conn != nil && !conn.dead() {
+	return c.connTo(g, g.master)
+}
+
+// connTo makes sure the client's connection to group g goes to node n's
+// current incarnation (in controller mode the master moves: a connection
+// to another node is reset); false if n is down.
+func (c *Client) connTo(g *brokerGroup, n *Node) bool {
+	if conn := c.conns[g.idx]; conn != nil && !conn.dead() && conn.node == n {
 		return true
+	} else if conn != nil && !conn.dead() {
+		conn.closed = true
+		c.s.w.at(c.s.w.Now(), owner{}, func() { c.reset(conn) })
 	}
-	n := g.master
 	if !n.up {
 		return false
 	}
@@ -189,6 +203,7 @@ func (c *Client) start() {
 		c.next = map[groupQueue]int64{}
 		c.pulling = map[groupQueue]bool{}
 		c.committed = map[groupQueue]int64{}
+		c.commitNode = map[int]*Node{}
 		c.sinceCommit = map[groupQueue]int{}
 		c.resuming = make([]bool, len(c.s.groups))
 	}
@@ -197,7 +212,7 @@ func (c *Client) start() {
 
 // kick issues as much work as the client's kind allows.
 func (c *Client) kick() {
-	if c.s.w.Now().After(c.stopAt) && c.kind != Consumer {
+	if (c.s.w.Now().After(c.stopAt) || (c.probe && c.s.probed())) && c.kind != Consumer {
 		return
 	}
 	switch c.kind {
@@ -300,6 +315,7 @@ func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	case protocol.CodeUpdateConsumerOffset:
 		if gq := (groupQueue{conn.node.g.idx, p.queue}); f.Status == protocol.StatusOK && p.offset > c.committed[gq] {
 			c.committed[gq] = p.offset
+			c.commitNode[conn.node.g.idx] = conn.node
 		}
 		return
 	case protocol.CodeQueryConsumerOffset:
@@ -433,7 +449,10 @@ func (c *Client) onResumeOffset(f *protocol.Frame, p *pending) {
 			off = r.Offset
 		}
 	}
-	if acked := c.committed[gq]; off < acked {
+	// In controller mode consumer offsets reach a new master by
+	// replication, a little behind (at least once): only the broker that
+	// acknowledged the commits must keep them.
+	if acked := c.committed[gq]; off < acked && (c.s.cfg.Ctl == nil || c.commitNode[g.idx] == p.conn.node) {
 		c.s.w.Violationf("client %d: committed offset of %s queue %d moved backwards: broker says %d, it acknowledged %d", c.id, g.spec.Name, p.queue, off, acked)
 	}
 	c.next[gq] = off

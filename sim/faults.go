@@ -18,7 +18,7 @@ func (s *Sim) planFaults(stopAt time.Time) {
 	for range n {
 		f := s.sc.Faults[w.rng.Intn(len(s.sc.Faults))]
 		g := s.groups[w.rng.Intn(len(s.groups))]
-		at := Epoch.Add(200*time.Millisecond + time.Duration(w.rng.Int63n(int64(s.sc.Duration-200*time.Millisecond))))
+		at := s.loadFrom.Add(200*time.Millisecond + time.Duration(w.rng.Int63n(int64(s.sc.Duration-200*time.Millisecond))))
 		w.at(at, owner{}, func() { s.inject(g, f) })
 	}
 }
@@ -27,8 +27,11 @@ func (s *Sim) inject(g *brokerGroup, f Fault) {
 	if f == FaultCrash || f == FaultTornWrite {
 		g = s.mostUnflushed(g)
 	}
+	if s.healed || (s.cfg.Ctl != nil && s.injectCtl(g, f)) {
+		return
+	}
 	n, w := g.master, s.w
-	if !n.up || s.healed {
+	if !n.up {
 		return
 	}
 	switch f {
@@ -187,6 +190,12 @@ func (s *Sim) crashAndRestart(g *brokerGroup, opts vfs.CrashOptions, down time.D
 		}
 		if err := n.start(); err != nil {
 			s.w.Violationf("%s: restart after crash failed: %v", n.name, err)
+			return
+		}
+		if s.cfg.Ctl != nil {
+			// A replica's loss is not the group's: what the node's disk
+			// lost is checked against the group's master at the end.
+			checkStructure(s.w, n.store)
 			return
 		}
 		s.checkRecovered(g, flushed, failed)

@@ -25,7 +25,16 @@ type linkEnd struct {
 	gone    bool      // Disconnected delivered
 	ns      int       // a link to name server ns-1 (0: a replication link)
 	severed bool      // broken by a partition: a close is not heard across it
+	kind    linkKind
 }
+
+// linkKind is what a link carries.
+type linkKind int
+
+const (
+	kindHA  linkKind = iota // a slave's replication link (or a name server's: ns > 0)
+	kindCtl                 // to a controller: a broker's, or a controller peer's
+)
 
 var _ actors.Conn = (*linkEnd)(nil)
 
@@ -67,12 +76,21 @@ func (e *linkEnd) write(frame []byte) {
 		e.s.w.Violationf("%s wrote an undecodable frame on link %d: %v", e.node.name, e.id, err)
 		return
 	}
-	if e.ns > 0 {
+	switch {
+	case e.ns > 0:
 		e.s.onNSFrame(e, f)
-	} else {
+	case e.kind == kindHA:
 		e.s.onHAFrame(e, f)
 	}
 	at := maxTime(e.s.w.Now().Add(e.s.net.sample(e.s.w)), e.next)
+	if e.kind == kindCtl && e.s.w.Now().Before(e.s.ctlLossUntil) {
+		// Loss and reordering on the controllers' links: raft
+		// retransmits, a broker's request times out and is asked again.
+		if e.s.w.rng.Intn(10) == 0 {
+			return
+		}
+		at = e.s.w.Now().Add(time.Duration(1+e.s.w.rng.Intn(20)) * e.s.net.sample(e.s.w))
+	}
 	e.next = at
 	dst := e.other
 	e.s.w.at(at, owner{dst.node, dst.epoch}, func() {
@@ -86,6 +104,9 @@ func (e *linkEnd) write(frame []byte) {
 // partitioned reports whether a partition cuts the link: between a
 // master and its slaves, or between a broker and a name server.
 func (e *linkEnd) partitioned() bool {
+	if e.kind == kindCtl || (e.ns == 0 && e.s.cfg.Ctl != nil) {
+		return e.s.cutBetween(e.node, e.other.node)
+	}
 	if e.ns > 0 {
 		b := e.node
 		if b.isNameServer() {
@@ -181,12 +202,15 @@ func (s *Sim) resetLinks(g *brokerGroup, n *Node) {
 		}
 	}
 	s.nsLinks = nsKeep
+	s.resetCtlLinks(n)
 }
 
 // onHAFrame checks replication traffic as it is sent: what a master
 // streams is exactly its own log.
 func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
 	switch {
+	case f.Code == protocol.CodeHAReport && e.s.cfg.Ctl != nil:
+		return
 	case f.Code == protocol.CodeHAReport && e.node != e.node.g.master:
 		if req, err := protocol.DecodeRequest(f, protocol.DefaultLimits()); err == nil {
 			e.node.report(req.(*protocol.HAReportRequest).MaxOffset)
@@ -198,7 +222,7 @@ func (s *Sim) onHAFrame(e *linkEnd, f *protocol.Frame) {
 		}
 		e.other.node.refused = true
 		return
-	case f.Code != protocol.CodeHATransfer || e.node != e.node.g.master:
+	case f.Code != protocol.CodeHATransfer || (e.node != e.node.g.master && e.s.cfg.Ctl == nil):
 		return
 	}
 	req, err := protocol.DecodeRequest(f, protocol.DefaultLimits())

@@ -55,6 +55,10 @@ func (s *Sim) converge() {
 func (s *Sim) heal() {
 	s.healed = true
 	s.w.Tracef("heal: faults stop")
+	if s.cfg.Ctl != nil {
+		s.healCtl()
+		defer s.startProbe()
+	}
 	for _, g := range s.groups {
 		s.healHA(g)
 		s.healPartition(g.master)
@@ -87,6 +91,11 @@ func (s *Sim) heal() {
 
 // unconverged says what has not converged yet ("" when everything has).
 func (s *Sim) unconverged() string {
+	if s.cfg.Ctl != nil {
+		if why := s.ctlUnconverged(); why != "" {
+			return why
+		}
+	}
 	for _, g := range s.groups {
 		for _, n := range g.nodes() {
 			if !n.up {

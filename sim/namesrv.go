@@ -56,6 +56,12 @@ func (s *Sim) dialBroker(from *Node, addr string, h actors.Handler) (actors.Conn
 	if k := s.nsIndex(addr); k >= 0 {
 		return s.dialNS(from, k, h)
 	}
+	if k := s.ctlIndex(addr); k >= 0 {
+		return s.dialCtl(from, k, h)
+	}
+	if s.cfg.Ctl != nil {
+		return s.dialHAAddr(from, addr, h)
+	}
 	return s.dial(from, h)
 }
 
@@ -120,11 +126,11 @@ func (s *Sim) routeBound() time.Duration {
 // routes and drops dead ones). Excused: the name server has no route for
 // the topic at all (every group of it is gone), where the client keeps
 // the route it had.
-func (s *Sim) checkRouteUse(c *Client, g *brokerGroup) {
-	since, ok := s.unregisteredSince(g.master)
+func (s *Sim) checkRouteUse(c *Client, n *Node) {
+	since, ok := s.unregisteredSince(n)
 	if ok && !c.topicGone && s.w.Now().Sub(since) > s.routeBound() {
 		s.w.Violationf("client %d sends to %s, out of reach of every name server for %v (lease %v, route refresh %v)",
-			c.id, g.master.name, s.w.Now().Sub(since), s.cfg.Lease, s.cfg.RouteRefresh)
+			c.id, n.name, s.w.Now().Sub(since), s.cfg.Lease, s.cfg.RouteRefresh)
 	}
 }
 
@@ -178,6 +184,11 @@ func (s *Sim) unrouted() string {
 			if g == nil || !g.master.up {
 				return fmt.Sprintf("client %d's route has a queue on %s, not a live master", c.id, q.Broker)
 			}
+			if s.cfg.Ctl != nil {
+				if why := s.ctlRouteMaster(c, g, q.Broker); why != "" {
+					return why
+				}
+			}
 			on[g]++
 		}
 		for _, g := range s.groups {
@@ -199,16 +210,32 @@ func (adminPeer) onResponse(*Conn, *protocol.Frame) {}
 // createTopic creates the topic on every master.
 func (s *Sim) createTopic() {
 	for _, g := range s.groups {
-		n := g.master
-		s.conns++
-		conn := &Conn{s: s, id: s.conns, node: n, epoch: n.epoch, client: adminPeer{}, arrived: map[uint32]time.Time{}}
-		req := &protocol.UpdateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: simTopic, ReadQueueNums: simQueues,
-			WriteQueueNums: simQueues, Perm: protocol.PermRead | protocol.PermWrite}}
-		frame, err := protocol.AppendRequest(nil, 1, 0, req)
-		if err != nil {
-			s.w.Violationf("encode the topic's creation: %v", err)
-			return
+		for _, n := range s.topicNodes(g) {
+			s.createTopicOn(n)
 		}
-		conn.send(frame)
 	}
+}
+
+// topicNodes are the brokers of g the operator creates the topic on: its
+// master; in controller mode every broker (any may become master, and none
+// is one yet).
+func (s *Sim) topicNodes(g *brokerGroup) []*Node {
+	if s.cfg.Ctl != nil {
+		return g.all
+	}
+	return []*Node{g.master}
+}
+
+// createTopicOn sends the topic's creation to node n.
+func (s *Sim) createTopicOn(n *Node) {
+	s.conns++
+	conn := &Conn{s: s, id: s.conns, node: n, epoch: n.epoch, client: adminPeer{}, arrived: map[uint32]time.Time{}}
+	req := &protocol.UpdateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: simTopic, ReadQueueNums: simQueues,
+		WriteQueueNums: simQueues, Perm: protocol.PermRead | protocol.PermWrite}}
+	frame, err := protocol.AppendRequest(nil, 1, 0, req)
+	if err != nil {
+		s.w.Violationf("encode the topic's creation: %v", err)
+		return
+	}
+	conn.send(frame)
 }

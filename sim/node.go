@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,11 @@ type Node struct {
 	partitioned bool          // injected network partition
 	slow        time.Duration // injected: its answers to clients are this late
 
+	ctl    *ctlState // a controller node (nil: a broker or a name server)
+	paused bool      // injected: the process is stopped (pausable)
+	held   []func()  // mailbox runs held while paused
+	rnd    *rand.Rand
+
 	fsyncs    int64 // CommitLog fsyncs issued
 	crashes   int
 	lastMax   int64
@@ -107,11 +113,13 @@ type mark struct {
 
 func newNode(w *World, name string, acfg actors.Config, scfg storage.Config, disk DiskModel) *Node {
 	n := &Node{w: w, name: name, addr: acfg.StoreHost, acfg: acfg, scfg: scfg, disk: disk,
-		mem: vfs.NewMem(vfs.WithClock(w.Now)), sigma: disk.sigma()}
+		mem: newMem(w), sigma: disk.sigma()}
 	n.bound = acfg.FlushIntervalCommitLog + disk.maxNormal() + 20*time.Millisecond
 	n.wrapFS()
 	return n
 }
+
+func newMem(w *World) *vfs.Mem { return vfs.NewMem(vfs.WithClock(w.Now)) }
 
 func (n *Node) wrapFS() {
 	n.fs = vfs.NewFaulty(n.mem, vfs.InjectorFunc(func(op vfs.Op) error {
@@ -154,7 +162,7 @@ func (n *Node) env() actors.Env {
 	own := n.own()
 	env := actors.Env{
 		Clock:      driftClock{n.w.clock(own), n.drift},
-		Dispatcher: n.w.dispatcher(own),
+		Dispatcher: pausable{n, n.w.dispatcher(own)},
 		RunIO: func(fn func()) {
 			lat := n.disk.sample(n.w, n.sigma)
 			if n.stallUntil.After(n.w.Now()) {
@@ -165,6 +173,9 @@ func (n *Node) env() actors.Env {
 		Logger: n.logger(),
 		Faults: &n.faults,
 		Fatal:  func(err error) { n.w.Violationf("%s: %v", n.name, err) },
+	}
+	if n.rnd != nil {
+		env.Rand = n.rnd
 	}
 	if n.dial != nil {
 		dial := n.dial
@@ -180,8 +191,12 @@ func (n *Node) crash(opts vfs.CrashOptions) {
 	n.crashes++
 	n.up, n.downAt = false, n.w.Now()
 	img := n.mem.Crash(n.w.rng.Int63(), opts)
-	n.w.Tracef("%s crash (keep=%.2f torn=%v) log_end=%d flushed=%d", n.name, opts.UnsyncedKeepRatio, opts.TornLastPage,
-		n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())
+	if n.store != nil {
+		n.w.Tracef("%s crash (keep=%.2f torn=%v) log_end=%d flushed=%d", n.name, opts.UnsyncedKeepRatio, opts.TornLastPage,
+			n.store.CommitLog().MaxOffset(), n.store.CommitLog().FlushedOffset())
+	} else {
+		n.w.Tracef("%s crash (keep=%.2f torn=%v)", n.name, opts.UnsyncedKeepRatio, opts.TornLastPage)
+	}
 	n.mem = img
 	n.wrapFS()
 	n.store, n.serve, n.haServe = nil, nil, nil

@@ -85,9 +85,13 @@ func (c *Client) sendTo(o *outgoing, st sendpath.Step) {
 		c.s.w.Violationf("client %d: the route names %s, not a master", c.id, st.To.Broker)
 		return
 	}
-	c.s.checkRouteUse(c, g)
+	to := g.master
+	if c.s.cfg.Ctl != nil {
+		to = c.s.nodeAt[st.To.Broker] // any broker of the group may be its master
+	}
+	c.s.checkRouteUse(c, to)
 	q := st.To.QueueID
-	if !c.ensureConn(g) {
+	if !c.connTo(g, to) {
 		c.brokerDown(st.To.Broker)
 		c.decide(o, st.To, sendpath.Outcome{Failure: sendpath.Broken})
 		return

@@ -33,6 +33,15 @@ const (
 	FaultMasterDown      Fault = "master-down"      // the master's process dies and stays down for 1-2 s
 	FaultNSPartition     Fault = "ns-partition"     // the master and one name server cannot reach each other, longer than the lease
 	FaultSlowBroker      Fault = "slow-broker"      // the master's answers are delayed 0.3-1 s for a while
+
+	// Controller mode (ctlfaults.go).
+	FaultCtlMasterKill      Fault = "ctl-master-kill"      // the master's process dies, down longer than the heartbeat timeout
+	FaultCtlMasterPartition Fault = "ctl-master-partition" // the master cannot reach the controllers nor its slaves; clients and name servers still reach it
+	FaultCtlMasterPause     Fault = "ctl-master-pause"     // the master's process stops for longer than its lease, then resumes
+	FaultCtlLeaderAndMaster Fault = "ctl-leader-and-master" // the controller leader and the master die together
+	FaultCtlCrash           Fault = "ctl-crash"            // a controller node's power is cut; it restarts on its raft log
+	FaultCtlLoss            Fault = "ctl-loss"             // the controllers' links lose and reorder messages for a while
+	FaultCtlDiskStall       Fault = "ctl-disk-stall"       // a controller's fsyncs take up to a heartbeat timeout
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -52,6 +61,10 @@ type Scenario struct {
 	NoFaults  bool
 	NoThink   bool          // producers send again as soon as they are answered
 	FlushWait time.Duration // syncFlushTimeout; 0: the seed chooses
+	// Controller: controller mode (1 or 3 controller nodes; every group a
+	// master and 1-2 slaves whose roles the controllers assign). The load
+	// starts once every group has its first master.
+	Controller bool
 }
 
 // Scenarios are the built-in scenarios.
@@ -90,6 +103,21 @@ var Scenarios = []Scenario{
 	{Name: "slow-broker", Flush: actors.SyncFlush,
 		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, Consumer},
 		Faults:  []Fault{FaultSlowBroker, FaultMasterKill}},
+	{Name: "ctl-master-crash", Flush: actors.AsyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultCtlMasterKill, FaultCtlLoss, FaultSlaveCrash, FaultFsyncError}},
+	{Name: "ctl-master-partition", Flush: actors.SyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultCtlMasterPartition, FaultCtlLoss, FaultCtlDiskStall}},
+	{Name: "ctl-master-pause", Flush: actors.AsyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultCtlMasterPause, FaultCtlLoss, FaultDiskStall}},
+	{Name: "ctl-leader-and-master", Flush: actors.SyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultCtlLeaderAndMaster, FaultCtlCrash, FaultCtlLoss}},
+	{Name: "ctl-rejoin", Flush: actors.AsyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, AsyncProducer, AsyncProducer, Consumer},
+		Faults:  []Fault{FaultCtlMasterPartition, FaultCtlMasterKill, FaultSlaveCrash}},
 }
 
 // ScenarioByName finds a scenario.
@@ -186,7 +214,16 @@ type brokerGroup struct {
 	slaves        []*Node
 	links         []*linkEnd
 	haPartitioned bool
-	consumedAt    map[int32]map[int64]string
+	// Controller mode: every broker node (master and slaves move), the
+	// newest master epoch some controller applied with its SyncStateSet,
+	// and the brokers' ids as the controllers assigned them.
+	all        []*Node
+	ctlEpoch   int32
+	set        []int64
+	setEpoch   int32
+	ids        map[int64]*Node
+	okAt       time.Time // the last SEND_OK
+	consumedAt map[int32]map[int64]string
 	lostFrom      map[int32]int64
 	windowFrom    time.Time // window checks resume after a stall ends
 }
@@ -219,7 +256,20 @@ type Sim struct {
 	cuts       map[nsCut]bool          // partitions between a broker node and a name server
 	cutAt      map[nsCut]time.Time     // when each began
 	registered map[nsCut]time.Time     // last answer holding the broker, per name server
-	byAddr     map[string]*brokerGroup // a master's address -> its group
+	byAddr     map[string]*brokerGroup // a master's address -> its group (controller mode: every broker's)
+
+	// Controller mode.
+	ctls         []*Node          // the controller nodes
+	ctlLinks     []*linkEnd       // links to controllers (the dialing ends)
+	pcuts        map[pair]bool    // partitions between two nodes
+	haNode       map[string]*Node // haListenPort address -> broker node
+	nodeAt       map[string]*Node // broker address -> broker node
+	epochMaster  map[epochKey]string
+	ctlLossUntil time.Time // controller links lose and reorder messages until then
+	writes       map[epochKey]*epochWrites
+	topEpoch     int32 // the highest epoch in writes
+	loadFrom     time.Time // the load starts (controller mode: once every group has a master)
+	healedAt     time.Time
 }
 
 // memberQueue is a queue of a broker group, as group members own it.
@@ -253,8 +303,10 @@ func Run(opt Options) (res *Result) {
 		s.res.Violations = append(s.res.Violations, err.Error())
 		return s.res
 	}
-	stopAt := Epoch.Add(s.sc.Duration)
-	s.w.RunUntil(stopAt, s.checkStep)
+	s.w.RunUntil(Epoch.Add(s.sc.Duration), s.checkStep)
+	if s.cfg.Ctl != nil && !s.runCtlLoad() {
+		return s.finish()
+	}
 	s.liveness()
 	s.finalCheck()
 	return s.finish()
@@ -297,6 +349,9 @@ func newSim(opt Options) (*Sim, error) {
 	for i, spec := range cfg.NameServers {
 		s.names = append(s.names, newNameServer(w, i, spec))
 	}
+	if cfg.Ctl != nil {
+		s.initCtl()
+	}
 	for gi, spec := range cfg.Groups {
 		g := &brokerGroup{idx: gi, spec: spec, consumedAt: map[int32]map[int64]string{}, lostFrom: map[int32]int64{}}
 		for id := range 1 + spec.Slaves {
@@ -305,6 +360,9 @@ func newSim(opt Options) (*Sim, error) {
 			n := newNode(w, nodeName(spec.Name, id), acfg, scfg, spec.Disk[id])
 			n.g, n.drift, n.faults = g, spec.Drift[id], s.planted.Actors
 			n.dial = func(addr string, h actors.Handler) (actors.Conn, error) { return s.dialBroker(n, addr, h) }
+			if cfg.Ctl != nil {
+				s.addCtlBroker(g, n)
+			}
 			if id == 0 {
 				g.master = n
 				s.byAddr[acfg.StoreHost.String()] = g
@@ -328,6 +386,11 @@ func (s *Sim) start() error {
 			return err
 		}
 	}
+	for _, n := range s.ctls {
+		if err := s.startController(n); err != nil {
+			return err
+		}
+	}
 	for _, g := range s.groups {
 		for _, n := range g.slaves {
 			if err := n.start(); err != nil {
@@ -339,19 +402,31 @@ func (s *Sim) start() error {
 		}
 	}
 	s.createTopic()
-	stopAt := Epoch.Add(sc.Duration)
+	if s.cfg.Ctl != nil {
+		s.awaitMasters()
+		return nil
+	}
+	s.loadFrom = Epoch
+	s.startLoad()
+	return nil
+}
+
+// startLoad starts the clients, the group members and the faults, from
+// s.loadFrom for the scenario's duration.
+func (s *Sim) startLoad() {
+	w, sc := s.w, s.sc
+	stopAt := s.loadFrom.Add(sc.Duration)
 	for i, k := range sc.Clients {
 		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt, conns: make([]*Conn, len(s.groups))}
 		s.clients = append(s.clients, c)
-		w.at(Epoch.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
+		w.at(s.loadFrom.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
 	}
 	for range sc.Members {
-		w.at(Epoch.Add(time.Duration(w.rng.Intn(100))*time.Millisecond), owner{}, func() { s.newMember() })
+		w.at(s.loadFrom.Add(time.Duration(w.rng.Intn(100))*time.Millisecond), owner{}, func() { s.newMember() })
 	}
 	if !sc.NoFaults {
 		s.planFaults(stopAt)
 	}
-	return nil
 }
 
 // finish fills in the result.

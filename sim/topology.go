@@ -44,6 +44,9 @@ type Config struct {
 	BrokerHeartbeat time.Duration // a broker heartbeats each name server this often
 	Lease           time.Duration // the lease brokers ask for (heartbeatTimeoutMillis)
 	RouteRefresh    time.Duration // producers fetch their routes again this often
+	// Ctl is controller mode (the scenario's Controller): the controller
+	// nodes and their timing; nil: brokers with static roles.
+	Ctl *CtlConfig
 }
 
 // NSSpec is one name server of a seed's topology.
@@ -81,6 +84,9 @@ func (c Config) String() string {
 	for _, ns := range c.NameServers {
 		fmt.Fprintf(&b, " %s drift=%+dms", ns.Name, ns.Drift.Milliseconds())
 	}
+	if c.Ctl != nil {
+		b.WriteString(" | " + c.Ctl.String())
+	}
 	return b.String()
 }
 
@@ -108,6 +114,9 @@ func chooseConfig(rng *rand.Rand, sc Scenario) Config {
 		c.Groups = append(c.Groups, chooseGroup(rng, sc, i))
 	}
 	chooseNameServers(rng, &c)
+	if sc.Controller {
+		c.Ctl = chooseControllers(rng)
+	}
 	return c
 }
 
@@ -131,6 +140,10 @@ func chooseNameServers(rng *rand.Rand, c *Config) {
 func chooseGroup(rng *rand.Rand, sc Scenario, i int) GroupSpec {
 	g := GroupSpec{Name: fmt.Sprintf("sim-%c", 'a'+i), Role: actors.RoleAsyncMaster, InSyncReplicas: 1}
 	switch {
+	case sc.Controller:
+		// The controllers assign the roles: a master and 1-2 slaves that
+		// may each become master.
+		g.Slaves, g.Role = 1+rng.Intn(2), RoleController
 	case sc.Role != "":
 		g.Slaves, g.Role = 1+rng.Intn(2), sc.Role
 	case !sc.NoSlaves:
@@ -194,6 +207,9 @@ func nodeConfigs(c Config, gi, id int) (actors.Config, storage.Config) {
 	s.MaxIndexNum = 4096
 	s.StoreHost = a.StoreHost
 	s.WarmMappedFileEnable = false
+	if c.Ctl != nil {
+		ctlBrokerConfig(&a, c, gi, id)
+	}
 	return a, s
 }
 
