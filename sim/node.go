@@ -2,11 +2,11 @@ package sim
 
 import (
 	"context"
-	"math/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand"
 	"net/netip"
 	"sort"
 	"strings"

@@ -35,13 +35,13 @@ const (
 	FaultSlowBroker      Fault = "slow-broker"      // the master's answers are delayed 0.3-1 s for a while
 
 	// Controller mode (ctlfaults.go).
-	FaultCtlMasterKill      Fault = "ctl-master-kill"      // the master's process dies, down longer than the heartbeat timeout
-	FaultCtlMasterPartition Fault = "ctl-master-partition" // the master cannot reach the controllers nor its slaves; clients and name servers still reach it
-	FaultCtlMasterPause     Fault = "ctl-master-pause"     // the master's process stops for longer than its lease, then resumes
+	FaultCtlMasterKill      Fault = "ctl-master-kill"       // the master's process dies, down longer than the heartbeat timeout
+	FaultCtlMasterPartition Fault = "ctl-master-partition"  // the master cannot reach the controllers nor its slaves; clients and name servers still reach it
+	FaultCtlMasterPause     Fault = "ctl-master-pause"      // the master's process stops for longer than its lease, then resumes
 	FaultCtlLeaderAndMaster Fault = "ctl-leader-and-master" // the controller leader and the master die together
-	FaultCtlCrash           Fault = "ctl-crash"            // a controller node's power is cut; it restarts on its raft log
-	FaultCtlLoss            Fault = "ctl-loss"             // the controllers' links lose and reorder messages for a while
-	FaultCtlDiskStall       Fault = "ctl-disk-stall"       // a controller's fsyncs take up to a heartbeat timeout
+	FaultCtlCrash           Fault = "ctl-crash"             // a controller node's power is cut; it restarts on its raft log
+	FaultCtlLoss            Fault = "ctl-loss"              // the controllers' links lose and reorder messages for a while
+	FaultCtlDiskStall       Fault = "ctl-disk-stall"        // a controller's fsyncs take up to a heartbeat timeout
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -224,8 +224,8 @@ type brokerGroup struct {
 	ids        map[int64]*Node
 	okAt       time.Time // the last SEND_OK
 	consumedAt map[int32]map[int64]string
-	lostFrom      map[int32]int64
-	windowFrom    time.Time // window checks resume after a stall ends
+	lostFrom   map[int32]int64
+	windowFrom time.Time // window checks resume after a stall ends
 }
 
 func (g *brokerGroup) nodes() []*Node { return append([]*Node{g.master}, g.slaves...) }
@@ -267,7 +267,7 @@ type Sim struct {
 	epochMaster  map[epochKey]string
 	ctlLossUntil time.Time // controller links lose and reorder messages until then
 	writes       map[epochKey]*epochWrites
-	topEpoch     int32 // the highest epoch in writes
+	topEpoch     int32     // the highest epoch in writes
 	loadFrom     time.Time // the load starts (controller mode: once every group has a master)
 	healedAt     time.Time
 }
