@@ -147,19 +147,20 @@ func (a *raftActor) notify(n controller.Notification) {
 	}
 }
 
-// armCore keeps one timer armed for the Core's next Tick.
+// armCore keeps one timer armed for the Core's next Tick. A timer already
+// armed for no later than asked is kept: the Core's wanted time moves with
+// every input (the scan interval counts from the latest), so re-arming on
+// each would let a steady stream of requests put its Tick off forever. An
+// early Tick is harmless: the Core says again when it wants the next.
 func (a *raftActor) armCore(self *actor.PID, now, at time.Time) {
-	if at.Equal(a.cs.timerAt) && (a.cs.timer != nil || at.IsZero()) {
+	if at.IsZero() || a.cs.timer != nil && !at.Before(a.cs.timerAt) {
 		return
 	}
 	if a.cs.timer != nil {
 		a.cs.timer()
-		a.cs.timer = nil
 	}
 	a.cs.timerAt = at
-	if !at.IsZero() {
-		a.cs.timer = a.k.after(max(at.Sub(now), 0), self, &ctlCoreTick{gen: a.gen})
-	}
+	a.cs.timer = a.k.after(max(at.Sub(now), 0), self, &ctlCoreTick{gen: a.gen})
 }
 
 func (a *raftActor) coreTick(now time.Time) {

@@ -143,7 +143,9 @@ var ctlGref = protocol.GroupRef{ClusterName: "c1", BrokerName: "g1"}
 
 // beat starts the brokers' heartbeats: every second, each beating broker
 // heartbeats every running controller node.
-func (g *ctlGroup) beat(brokers ...*fakeBroker) {
+func (g *ctlGroup) beat(brokers ...*fakeBroker) { g.beatEvery(time.Second, brokers...) }
+
+func (g *ctlGroup) beatEvery(every time.Duration, brokers ...*fakeBroker) {
 	var tick func()
 	tick = func() {
 		for _, b := range brokers {
@@ -157,7 +159,7 @@ func (g *ctlGroup) beat(brokers ...*fakeBroker) {
 				}
 			}
 		}
-		g.loop.At(g.loop.Now().Add(time.Second), vtime.None{}, tick)
+		g.loop.At(g.loop.Now().Add(every), vtime.None{}, tick)
 	}
 	for _, b := range brokers {
 		b.beating = true
@@ -241,5 +243,20 @@ func checkFollowerMetadata(t *testing.T, g *ctlGroup, b *fakeBroker, leader *ctl
 	}
 	if r := b.ask(f, &protocol.ElectMasterRequest{GroupRef: ctlGref}); r.Status != protocol.StatusControllerNotLeader || r.Remark != leader.addr {
 		t.Fatalf("follower's answer to an election: %v %q", r.Status, r.Remark)
+	}
+}
+
+// Requests arriving more often than the Core's scan interval must not put
+// its Tick off: each one moves the time the Core asks for.
+func TestControllerElectsUnderAStreamOfRequests(t *testing.T) {
+	g := newCtlGroupWith(t, 1, &controller.Config{})
+	l := g.waitLeader("the single node leads")
+	b := g.broker("id-a", "10.0.0.1:10911")
+	b.register(l)
+	g.beatEvery(100*time.Millisecond, b)
+	start := g.loop.Now()
+	n := b.note(l, "the first master", func(in protocol.ReplicaInfo) bool { return in.MasterEpoch == 1 })
+	if d := n.at.Sub(start); d > 2*controller.DefaultScanInterval {
+		t.Fatalf("first master elected %v after the heartbeats began, want within %v", d, 2*controller.DefaultScanInterval)
 	}
 }
