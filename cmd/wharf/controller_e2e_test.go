@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,5 +170,10 @@ func TestE2EControllerLeaderFailover(t *testing.T) {
 	})
 	if got := g.waitLeader(5*time.Second, ""); got != next {
 		t.Fatalf("leader %s after the restart, want %s to keep leading", got, next)
+	}
+	// SIGTERM stops a node cleanly.
+	p := g.procs[old]
+	if code, took := p.stop(syscall.SIGTERM, 5*time.Second); code != 0 || !p.waitLog(`msg="controller stopped cleanly"`, time.Second) {
+		t.Fatalf("SIGTERM: exit code %d after %v, log:\n%s", code, took, p.log())
 	}
 }
