@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -94,6 +95,7 @@ func (a *raftActor) brokerRequest(now time.Time, m *ctlBrokerRequest) {
 // leader tells the Core who leads: this node only while raft says it
 // serves (a leader without its quorum takes nothing).
 func (a *raftActor) leader(now time.Time, st raftnode.Status) {
+	a.term = st.Term
 	if a.cs.core == nil {
 		return
 	}
@@ -118,6 +120,9 @@ func (a *raftActor) coreOut(self *actor.PID, now time.Time) bool {
 		a.node.ReadIndex(id)
 	}
 	for _, rp := range rd.Replies {
+		if md, ok := rp.Fields.(*protocol.ControllerMetadata); ok {
+			md.Term = int64(min(a.term, math.MaxInt64)) // the raft view the Core does not hold
+		}
 		if r := a.cs.waiting[rp.ReqID]; r != nil {
 			delete(a.cs.waiting, rp.ReqID)
 			a.k.respond(r, rp.Status, rp.Remark, rp.Fields)

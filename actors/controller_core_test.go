@@ -238,7 +238,7 @@ func checkFollowerMetadata(t *testing.T, g *ctlGroup, b *fakeBroker, leader *ctl
 		md, _ = r.Fields.(*protocol.ControllerMetadata)
 		return md != nil && len(md.Groups) == 1 && md.Groups[0].MasterEpoch == 3
 	})
-	if md.IsLeader || md.LeaderAddr != leader.addr || md.Groups[0].MasterID != 3 || !slices.Equal(md.Groups[0].SyncStateSet, []int64{3}) {
+	if md.IsLeader || md.LeaderAddr != leader.addr || md.Term != int64(leader.status.Term) || md.Term < 2 || md.Groups[0].MasterID != 3 || !slices.Equal(md.Groups[0].SyncStateSet, []int64{3}) {
 		t.Fatalf("follower's metadata: %+v %+v", md, md.Groups)
 	}
 	if r := b.ask(f, &protocol.ElectMasterRequest{GroupRef: ctlGref}); r.Status != protocol.StatusControllerNotLeader || r.Remark != leader.addr {

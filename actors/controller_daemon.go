@@ -280,6 +280,7 @@ type raftActor struct {
 	reads []raftnode.Read // answered by raft, waiting for the state machine
 	tick  func() bool
 	cs    coreState
+	term  uint64 // raft's, as last reported
 	// applied is the state machine's last applied index; snap the last
 	// compaction asked for.
 	applied, snap uint64

@@ -18,6 +18,7 @@ type ControllerNode struct {
 	Err        error // the node could not be asked; the rest is unset
 	IsLeader   bool
 	LeaderAddr string
+	Term       int64 // the node's raft term (0: not known)
 	Groups     []protocol.ReplicaInfo
 }
 
@@ -59,7 +60,7 @@ func askController(ctx context.Context, addr string, o *options) ControllerNode 
 		n.Err = fmt.Errorf("controller %s: %w", addr, err)
 		return n
 	}
-	n.IsLeader, n.LeaderAddr, n.Groups = md.IsLeader, md.LeaderAddr, md.Groups
+	n.IsLeader, n.LeaderAddr, n.Term, n.Groups = md.IsLeader, md.LeaderAddr, md.Term, md.Groups
 	return n
 }
 

@@ -65,7 +65,7 @@ func TestControllerMetadata(t *testing.T) {
 	group := protocol.ReplicaInfo{GroupRef: protocol.GroupRef{ClusterName: "c", BrokerName: "g"}, MasterID: 2, MasterEpoch: 4,
 		SyncStateSet: []int64{2, 3}, SyncStateSetEpoch: 7, Replicas: []protocol.Replica{{BrokerID: 2, BrokerAddr: "b:1", Alive: true}}}
 	leader := fakeController(t, &protocol.ControllerMetadata{IsLeader: true, Groups: []protocol.ReplicaInfo{group}})
-	follower := fakeController(t, &protocol.ControllerMetadata{LeaderAddr: leader})
+	follower := fakeController(t, &protocol.ControllerMetadata{LeaderAddr: leader, Term: 5})
 	dead := func() string { // a port nobody listens on
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -80,7 +80,7 @@ func TestControllerMetadata(t *testing.T) {
 	if err != nil || len(nodes) != 3 {
 		t.Fatalf("nodes %+v, err %v", nodes, err)
 	}
-	if n := nodes[0]; n.Addr != follower || n.Err != nil || n.IsLeader || n.LeaderAddr != leader {
+	if n := nodes[0]; n.Addr != follower || n.Err != nil || n.IsLeader || n.LeaderAddr != leader || n.Term != 5 {
 		t.Errorf("follower %+v", n)
 	}
 	if n := nodes[1]; n.Addr != dead || n.Err == nil {

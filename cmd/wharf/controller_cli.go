@@ -29,6 +29,7 @@ type controllerNodeJSON struct {
 	Address    string `json:"address"`
 	Leader     bool   `json:"leader"`
 	LeaderAddr string `json:"leader_addr,omitempty"`
+	Term       int64  `json:"term"`
 	Groups     int    `json:"groups"`
 	Error      string `json:"error,omitempty"`
 }
@@ -42,7 +43,7 @@ func newControllerStatusCmd() *cobra.Command {
 		Short: "Show which controller node leads",
 		Long: `Ask every controller node of --controllerAddr (GET_METADATA_INFO) whether
 it leads, whom it takes for the leader and how many broker groups it holds.
---json prints {leader, nodes: [{address, leader, leader_addr, groups, error}]}
+--json prints {leader, nodes: [{address, leader, leader_addr, term, groups, error}]}
 (leader: the address of the node that says it leads, "" if none).
 Exits non-zero if no node answers.`,
 		Args: cobra.NoArgs,
@@ -70,7 +71,7 @@ func printControllerStatus(w io.Writer, nodes []client.ControllerNode, asJSON bo
 	}{Nodes: []controllerNodeJSON{}}
 	answered := 0
 	for _, n := range nodes {
-		j := controllerNodeJSON{Address: n.Addr, Leader: n.IsLeader, LeaderAddr: n.LeaderAddr, Groups: len(n.Groups)}
+		j := controllerNodeJSON{Address: n.Addr, Leader: n.IsLeader, LeaderAddr: n.LeaderAddr, Term: n.Term, Groups: len(n.Groups)}
 		if n.Err != nil {
 			j.Error = n.Err.Error()
 		} else {
@@ -87,7 +88,7 @@ func printControllerStatus(w io.Writer, nodes []client.ControllerNode, asJSON bo
 		}
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ADDRESS\tROLE\tLEADER\tGROUPS\tERROR")
+		fmt.Fprintln(tw, "ADDRESS\tROLE\tTERM\tLEADER\tGROUPS\tERROR")
 		for _, n := range out.Nodes {
 			role := "follower"
 			switch {
@@ -96,7 +97,7 @@ func printControllerStatus(w io.Writer, nodes []client.ControllerNode, asJSON bo
 			case n.Leader:
 				role = "leader"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", n.Address, role, n.LeaderAddr, n.Groups, n.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", n.Address, role, n.Term, n.LeaderAddr, n.Groups, n.Error)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

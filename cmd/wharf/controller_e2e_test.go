@@ -65,6 +65,7 @@ type e2eControllerStatus struct {
 		Address    string `json:"address"`
 		Leader     bool   `json:"leader"`
 		LeaderAddr string `json:"leader_addr"`
+		Term       int64  `json:"term"`
 		Groups     int    `json:"groups"`
 		Error      string `json:"error"`
 	} `json:"nodes"`
@@ -85,8 +86,9 @@ func (g *e2eControllers) status() (e2eControllerStatus, error) {
 }
 
 // waitLeader waits until exactly one node says it leads, it is not
-// excluded, and every other node that answers names it.
-func (g *e2eControllers) waitLeader(within time.Duration, not string) string {
+// excluded, and every other node that answers names it; it returns the
+// leader and its term.
+func (g *e2eControllers) waitLeader(within time.Duration, not string) (string, int64) {
 	g.t.Helper()
 	var last e2eControllerStatus
 	ok := testwait.Until(testwait.Wall, within, func() bool {
@@ -105,7 +107,12 @@ func (g *e2eControllers) waitLeader(within time.Duration, not string) string {
 	if !ok {
 		g.t.Fatalf("no single controller leader (other than %q) within %v; last status %+v", not, within, last)
 	}
-	return last.Leader
+	for _, n := range last.Nodes {
+		if n.Leader {
+			return last.Leader, n.Term
+		}
+	}
+	return last.Leader, 0
 }
 
 func (g *e2eControllers) index(addr string) int {
@@ -135,7 +142,7 @@ func registerBroker(t *testing.T, leader string) {
 
 func TestE2EControllerLeaderFailover(t *testing.T) {
 	g := startControllers(t, 3)
-	leader := g.waitLeader(10*time.Second, "")
+	leader, term := g.waitLeader(10*time.Second, "")
 	registerBroker(t, leader)
 	all := strings.Join(g.addrs, ";")
 	testwait.For(t, testwait.Wall, 5*time.Second, "cluster list shows master 1 at epoch 1", func() bool {
@@ -154,7 +161,10 @@ func TestE2EControllerLeaderFailover(t *testing.T) {
 	old := g.index(leader)
 	g.procs[old].kill()
 	killed := time.Now()
-	next := g.waitLeader(5*time.Second, leader)
+	next, nextTerm := g.waitLeader(5*time.Second, leader)
+	if nextTerm <= term || term < 1 {
+		t.Fatalf("terms: %d then %d, want them to grow", term, nextTerm)
+	}
 	t.Logf("new controller leader %s %v after kill -9 of %s", next, time.Since(killed).Round(time.Millisecond), leader)
 
 	// Back on its directory, the old leader rejoins as a follower with the
@@ -168,8 +178,8 @@ func TestE2EControllerLeaderFailover(t *testing.T) {
 		n := nodes[0]
 		return !n.IsLeader && n.LeaderAddr == next && len(n.Groups) == 1 && n.Groups[0].MasterID == 1 && n.Groups[0].MasterEpoch == 1
 	})
-	if got := g.waitLeader(5*time.Second, ""); got != next {
-		t.Fatalf("leader %s after the restart, want %s to keep leading", got, next)
+	if got, gotTerm := g.waitLeader(5*time.Second, ""); got != next || gotTerm != nextTerm {
+		t.Fatalf("leader %s in term %d after the restart, want %s to keep leading in %d", got, gotTerm, next, nextTerm)
 	}
 	// SIGTERM stops a node cleanly.
 	p := g.procs[old]
