@@ -45,7 +45,8 @@ type controllerConfig struct {
 }
 
 func defaultControllerConfig() controllerConfig {
-	return controllerConfig{StorePathRootDir: filepath.Join(os.Getenv("HOME"), "store"),
+	// RocketMQ's defaults: one node on localhost.
+	return controllerConfig{ControllerPeers: "n0-127.0.0.1:9878", ControllerSelfID: "n0", StorePathRootDir: filepath.Join(os.Getenv("HOME"), "store"),
 		ControllerHeartBeatTimeoutMills: controller.DefaultHeartbeatTimeout.Milliseconds(),
 		ElectionTimeoutMillis:           1000, TickIntervalMillis: 100, SnapshotEvery: 10000,
 		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize}
