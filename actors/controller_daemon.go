@@ -11,16 +11,18 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/wharfmq/wharf/actors/controller"
 	"github.com/wharfmq/wharf/actors/raftnode"
 	"github.com/wharfmq/wharf/actors/supervise"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
-// ControllerStateMachine is the controller's replicated state, driven by
-// committed entries in log order on every controller node (the controller
-// core's State fills it). Apply must be deterministic and must not panic on
-// bad bytes.
+// ControllerStateMachine is a replicated state driven by committed entries
+// in log order on every controller node: the controller's own is
+// controller.State; tests of the raft plumbing plug in another through
+// ControllerConfig.NewState. Apply must be deterministic and must not panic
+// on bad bytes.
 type ControllerStateMachine interface {
 	Apply(index uint64, cmd []byte) (result []byte)
 	Snapshot() ([]byte, error)
@@ -41,10 +43,15 @@ type ControllerConfig struct {
 	// SnapshotEvery compacts the log after this many applied entries
 	// (default 10000).
 	SnapshotEvery uint64
-	// NewState makes an empty state machine; called whenever the raft actor
-	// (re)starts, before the log is replayed into it.
+	// Core is the controller core's behaviour (heartbeat timeout, unclean
+	// election); its Origin and Faults are set by the node.
+	Core controller.Config
+	// NewState, if set, replaces the controller's state with another state
+	// machine (tests of the raft plumbing): there is then no Core, and
+	// broker requests are answered REQUEST_CODE_NOT_SUPPORTED. Called
+	// whenever the raft actor (re)starts, before the log is replayed.
 	NewState func() ControllerStateMachine
-	// Hooks, called on the raft actor (they must not block): every applied
+	// Hooks for observers (tests), called on the raft actor (they must not block): every applied
 	// command with its result and, for a proposal of this node, its id;
 	// every read asked with ReadIndex, once the state machine has applied
 	// its read index (the state may then be read, linearizably); every
@@ -69,9 +76,10 @@ func (c *ControllerConfig) norm() {
 
 // Controller is a controller node: one actor around raftnode.Node, its Log
 // on the FS seam, ticks from the Clock seam, and raft messages as oneway
-// CONTROLLER_RAFT_MESSAGE frames over Env.Dial links. It implements Handler
-// for the controllers' listener. Broker requests are the controller core's
-// (not handled here yet: answered REQUEST_CODE_NOT_SUPPORTED).
+// CONTROLLER_RAFT_MESSAGE frames over Env.Dial links, and the controller's
+// State and Core, which the same actor owns (controller_core.go). It
+// implements Handler for the controllers' listener: peers' raft messages
+// and brokers' and admins' requests arrive on the same port.
 type Controller struct {
 	cfg      ControllerConfig
 	env      Env
@@ -98,12 +106,15 @@ func (c *Controller) Start() error {
 	if c.env.Clock == nil || c.env.RunIO == nil || c.env.Dial == nil {
 		return errors.New("actors: a controller needs Env.Clock, Env.RunIO and Env.Dial")
 	}
-	if c.cfg.FS == nil || c.cfg.NewState == nil || c.cfg.Peers[c.cfg.SelfID] == "" {
-		return errors.New("actors: a controller needs an FS, NewState and itself among its peers")
+	if c.cfg.FS == nil || c.cfg.Peers[c.cfg.SelfID] == "" {
+		return errors.New("actors: a controller needs an FS and itself among its peers")
 	}
 	actorLog := c.log.With("lib", "protoactor")
 	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	c.k = &kit{root: c.sys.Root, clock: c.env.Clock, runIO: c.env.RunIO, log: c.log}
+	if c.env.Faults != nil {
+		c.k.faults = *c.env.Faults
+	}
 	fatal := c.env.Fatal
 	if fatal == nil {
 		fatal = func(err error) { c.log.Error("controller actor failed for good", "err", err) }
@@ -155,8 +166,8 @@ func (c *Controller) Propose(id uint64, cmd []byte) { c.k.send(c.raft, &ctlPropo
 // through OnRead or OnDropped.
 func (c *Controller) ReadIndex(id uint64) { c.k.send(c.raft, &ctlRead{id: id}) }
 
-// Deliver implements Handler: raft messages from peers go to the raft
-// actor; anything else is not a controller node's yet.
+// Deliver implements Handler: raft messages from peers and every other
+// request go to the raft actor (the latter to its Core).
 func (c *Controller) Deliver(in *Inbound) {
 	if closed(in.Conn) {
 		return
@@ -175,7 +186,7 @@ func (c *Controller) Deliver(in *Inbound) {
 		}
 		rm, ok := req.(*protocol.ControllerRaftMessageRequest)
 		if !ok {
-			c.k.respond(r, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("request %v not supported by a controller", f.Code), nil)
+			c.k.send(c.raft, &ctlBrokerRequest{r: r, req: req})
 			continue
 		}
 		m, err := raftnode.DecodeMessage(rm.Data)
@@ -187,8 +198,9 @@ func (c *Controller) Deliver(in *Inbound) {
 	}
 }
 
-// Disconnected implements Handler: inbound peer connections hold no state.
-func (c *Controller) Disconnected(Conn) {}
+// Disconnected implements Handler: a broker's connection no longer carries
+// its notifications.
+func (c *Controller) Disconnected(conn Conn) { c.k.send(c.raft, &ctlConnGone{conn: conn}) }
 
 // ctlLogGate serializes the log's I/O jobs (they run on Env.RunIO, possibly
 // in parallel) and lets only the newest actor incarnation's jobs touch the
@@ -267,6 +279,8 @@ type raftActor struct {
 	links map[uint64]*ctlLink
 	reads []raftnode.Read // answered by raft, waiting for the state machine
 	tick  func() bool
+	cs    coreState
+	term  uint64 // raft's, as last reported
 	// applied is the state machine's last applied index; snap the last
 	// compaction asked for.
 	applied, snap uint64
@@ -312,6 +326,12 @@ func (a *raftActor) Receive(ctx actor.Context) {
 		a.read(m.id)
 	case *ctlDialed:
 		a.dialed(m)
+	case *ctlBrokerRequest:
+		a.brokerRequest(now, m)
+	case *ctlCoreTick:
+		a.coreTick(now)
+	case *ctlConnGone:
+		a.connGone(m.conn)
 	case *ctlLinkDown:
 		if l := a.links[m.peer]; l != nil && l.conn == m.conn {
 			l.conn = nil
@@ -322,7 +342,17 @@ func (a *raftActor) Receive(ctx actor.Context) {
 	default:
 		return
 	}
-	a.drain(ctx.Self())
+	a.settle(ctx.Self(), now)
+}
+
+// settle drains the node and runs the Core's output until neither has any.
+func (a *raftActor) settle(self *actor.PID, now time.Time) {
+	for {
+		a.drain(self, now)
+		if !a.coreOut(self, now) {
+			return
+		}
+	}
 }
 
 // stale reports whether msg answers an earlier incarnation of the actor.
@@ -333,6 +363,8 @@ func (a *raftActor) stale(msg any) bool {
 	case *ctlTick:
 		return m.gen != a.gen
 	case *ctlPersisted:
+		return m.gen != a.gen
+	case *ctlCoreTick:
 		return m.gen != a.gen
 	case *ctlDialed:
 		if m.gen != a.gen && m.conn != nil {
@@ -369,15 +401,27 @@ func (a *raftActor) opened(self *actor.PID, m *ctlOpened, now time.Time) {
 	if err != nil {
 		panic(fmt.Errorf("controller raft node: %w", err))
 	}
-	a.node, a.log, a.sm = node, m.log, a.cfg.NewState()
+	a.node, a.log = node, m.log
+	if a.cfg.NewState != nil {
+		a.sm = a.cfg.NewState()
+	} else {
+		a.sm = a.newCore(now)
+	}
 	a.tick = a.k.after(a.cfg.TickInterval, self, &ctlTick{gen: a.gen})
+}
+
+func (a *raftActor) dropped(d raftnode.Dropped) {
+	if a.cs.core != nil {
+		a.cs.core.Dropped(d.ID, d.Read, d.Reason == raftnode.LeadershipLost)
+	}
+	if a.cfg.OnDropped != nil {
+		a.cfg.OnDropped(d)
+	}
 }
 
 func (a *raftActor) propose(m *ctlPropose) {
 	if a.node == nil {
-		if a.cfg.OnDropped != nil {
-			a.cfg.OnDropped(raftnode.Dropped{ID: m.id, Reason: raftnode.NotLeader})
-		}
+		a.dropped(raftnode.Dropped{ID: m.id, Reason: raftnode.NotLeader})
 		return
 	}
 	a.node.Propose(m.id, m.cmd)
@@ -385,9 +429,7 @@ func (a *raftActor) propose(m *ctlPropose) {
 
 func (a *raftActor) read(id uint64) {
 	if a.node == nil {
-		if a.cfg.OnDropped != nil {
-			a.cfg.OnDropped(raftnode.Dropped{ID: id, Read: true, Reason: raftnode.NotLeader})
-		}
+		a.dropped(raftnode.Dropped{ID: id, Read: true, Reason: raftnode.NotLeader})
 		return
 	}
 	a.node.ReadIndex(id)
@@ -401,15 +443,20 @@ func (a *raftActor) serveReads(more []raftnode.Read) {
 		switch {
 		case r.Index > a.applied:
 			kept = append(kept, r)
-		case a.cfg.OnRead != nil:
-			a.cfg.OnRead(r.ID)
+		default:
+			if a.cs.core != nil {
+				a.cs.core.ReadDone(r.ID)
+			}
+			if a.cfg.OnRead != nil {
+				a.cfg.OnRead(r.ID)
+			}
 		}
 	}
 	a.reads = kept
 }
 
 // drain hands the node's outputs to where they go, until it has none.
-func (a *raftActor) drain(self *actor.PID) {
+func (a *raftActor) drain(self *actor.PID, now time.Time) {
 	if a.node == nil {
 		return
 	}
@@ -418,7 +465,7 @@ func (a *raftActor) drain(self *actor.PID) {
 		if rd.Empty() {
 			return
 		}
-		a.absorb(rd)
+		a.absorb(rd, now)
 		for _, m := range rd.Messages {
 			a.send(self, m)
 		}
@@ -430,9 +477,9 @@ func (a *raftActor) drain(self *actor.PID) {
 }
 
 // absorb applies a Ready's state changes and reports its results.
-func (a *raftActor) absorb(rd raftnode.Ready) {
+func (a *raftActor) absorb(rd raftnode.Ready, now time.Time) {
 	if rd.Restore != nil {
-		if err := a.sm.Restore(rd.Restore.GetData()); err != nil {
+		if err := a.restore(rd.Restore.GetData()); err != nil {
 			panic(fmt.Errorf("controller state: restore snapshot at %d: %w", rd.Restore.GetMetadata().GetIndex(), err))
 		}
 		a.applied = rd.Restore.GetMetadata().GetIndex()
@@ -441,6 +488,9 @@ func (a *raftActor) absorb(rd raftnode.Ready) {
 	for _, e := range rd.Committed {
 		result := a.sm.Apply(e.Index, e.Data)
 		a.applied = e.Index
+		if a.cs.core != nil {
+			a.cs.core.Applied(e.Index, e.Data, result)
+		}
 		if a.cfg.OnApplied != nil {
 			a.cfg.OnApplied(e.Index, e.Data, result, e.ID)
 		}
@@ -449,14 +499,29 @@ func (a *raftActor) absorb(rd raftnode.Ready) {
 		a.compact()
 	}
 	a.serveReads(rd.Reads)
-	for _, d := range rd.Dropped {
-		if a.cfg.OnDropped != nil {
-			a.cfg.OnDropped(d)
+	if rd.Status != nil {
+		a.leader(now, *rd.Status)
+		if a.cfg.OnStatus != nil {
+			a.cfg.OnStatus(*rd.Status)
 		}
 	}
-	if rd.Status != nil && a.cfg.OnStatus != nil {
-		a.cfg.OnStatus(*rd.Status)
+	for _, d := range rd.Dropped {
+		a.dropped(d)
 	}
+}
+
+// restore restores the state machine from a snapshot's data. Empty data is
+// raftnode's bootstrap snapshot (index 1, the voters only): the empty state
+// a new state machine already is, which only a node that applied nothing
+// may be given.
+func (a *raftActor) restore(data []byte) error {
+	if len(data) > 0 {
+		return a.sm.Restore(data)
+	}
+	if a.applied > 1 {
+		return fmt.Errorf("an empty snapshot after index %d was applied", a.applied)
+	}
+	return nil
 }
 
 func (a *raftActor) compact() {
@@ -519,6 +584,9 @@ func (a *raftActor) dialed(m *ctlDialed) {
 func (a *raftActor) shutdown() {
 	if a.tick != nil {
 		a.tick()
+	}
+	if a.cs.timer != nil {
+		a.cs.timer()
 	}
 	for _, l := range a.links {
 		if l.conn != nil {

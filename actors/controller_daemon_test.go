@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/wharfmq/wharf/actors/controller"
 	"github.com/wharfmq/wharf/actors/raftnode"
 	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/internal/vtime"
@@ -43,9 +44,11 @@ type ctlNode struct {
 	c      *Controller
 	state  *listState
 	status raftnode.Status
-	acked  map[uint64]string // proposal id -> result
-	reads  map[uint64]int    // read id -> commands applied when it was served
-	drops  map[uint64]raftnode.DropReason
+	// servingSince is when this node last began to serve as leader.
+	servingSince time.Time
+	acked        map[uint64]string // proposal id -> result
+	reads        map[uint64]int    // read id -> commands applied when it was served
+	drops        map[uint64]raftnode.DropReason
 }
 
 // ctlGroup runs controllers on one virtual-time loop, linked by in-memory
@@ -56,10 +59,15 @@ type ctlGroup struct {
 	nodes map[string]*ctlNode
 	peers map[uint64]string
 	conns atomic.Uint64
+	// core, if set, runs the controller's own state and Core (else a
+	// listState without one).
+	core *controller.Config
 }
 
-func newCtlGroup(t *testing.T, n int) *ctlGroup {
-	g := &ctlGroup{t: t, loop: vtime.NewFIFO(testEpoch), nodes: map[string]*ctlNode{}, peers: map[uint64]string{}}
+func newCtlGroup(t *testing.T, n int) *ctlGroup { return newCtlGroupWith(t, n, nil) }
+
+func newCtlGroupWith(t *testing.T, n int, core *controller.Config) *ctlGroup {
+	g := &ctlGroup{t: t, loop: vtime.NewFIFO(testEpoch), nodes: map[string]*ctlNode{}, peers: map[uint64]string{}, core: core}
 	for i := 1; i <= n; i++ {
 		g.peers[uint64(i)] = fmt.Sprintf("127.0.0.1:%d", 9878-10*(i-1))
 	}
@@ -98,9 +106,21 @@ func (g *ctlGroup) start(nd *ctlNode) {
 				nd.acked[id] = string(result)
 			}
 		},
-		OnStatus:  func(st raftnode.Status) { nd.status = st },
-		OnRead:    func(id uint64) { nd.reads[id] = len(nd.state.cmds) },
+		OnStatus: func(st raftnode.Status) {
+			if st.Serving && !nd.status.Serving {
+				nd.servingSince = g.loop.Now()
+			}
+			nd.status = st
+		},
+		OnRead: func(id uint64) {
+			if nd.state != nil {
+				nd.reads[id] = len(nd.state.cmds)
+			}
+		},
 		OnDropped: func(d raftnode.Dropped) { nd.drops[d.ID] = d.Reason },
+	}
+	if g.core != nil {
+		cfg.NewState, cfg.Core = nil, *g.core
 	}
 	nd.c = NewController(cfg, loopEnv(g.loop, Env{Dial: g.dialer(nd.addr)}), protocol.DefaultLimits())
 	if err := nd.c.Start(); err != nil {

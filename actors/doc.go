@@ -41,6 +41,9 @@
 //	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
 //	registrar.go    registrar        register.Registrar    registering with the name servers: when, what, backoff, unregister
 //	ctlclient.go    ctlclient        ctlagent.Agent        controller mode: role to take, master lease, SyncStateSet, ack set
+//	namesrv.go      (name server)    namesrv.Table         the name server's routes, leases, data versions
+//	controller_*.go raft (controller) raftnode.Node        the controller's raft: elections, log, ReadIndex
+//	                                 controller.State/Core the replicated broker groups; elections, set changes, reads
 //	-               supervision      supervise             restart budget on the Clock; Env.Fatal beyond it
 //
 // The writer is the one appender of the CommitLog in every role: a

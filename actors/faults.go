@@ -19,4 +19,7 @@ type Faults struct {
 	DoubleAssign bool
 	// AsyncNeverFlush: under ASYNC_FLUSH, never flush on the interval.
 	AsyncNeverFlush bool
+	// ElectOutsideSyncStateSet: the controller leader elects a live replica
+	// outside the SyncStateSet (controller.Faults).
+	ElectOutsideSyncStateSet bool
 }

@@ -19,7 +19,11 @@ import (
 // the union of its parts' assignments; a part whose master is gone reads
 // its group's queues from a slave, with the offsets kept there (see
 // WithSlaveAddrs). Broker groups that appear in the routes later get a
-// part at the next refresh.
+// part at the next refresh, and a group whose master moved to another
+// address (a failover: the controllers made a slave master, or the master
+// came back elsewhere) gets a new part on the new master, the old one
+// closed first (its offsets committed): a part keeps the addresses it
+// was built on, and the old master may now be a lagging slave.
 type clusterConsumer struct {
 	pc   *PushConsumer // the consumer the user holds
 	ns   *nameServers
@@ -27,15 +31,23 @@ type clusterConsumer struct {
 
 	mu     sync.Mutex
 	subs   []*subscription
-	parts  map[string]*PushConsumer // broker group -> its member
+	parts  map[string]*clusterPart // broker group -> its member
 	closed bool
 	done   chan struct{}
 	wg     sync.WaitGroup
 }
 
+// clusterPart is the member on one broker group, and the master address it
+// was built on.
+type clusterPart struct {
+	pc   *PushConsumer
+	addr string
+}
+
 // groupBrokers is what a part needs of one broker group in the routes.
 type groupBrokers struct {
 	addr   string   // the master's (alive or not), else the first slave's
+	master bool     // addr is the master's
 	slaves []string // the alive slaves (but addr)
 	topics []string // subscribed topics the group hosts, readable
 }
@@ -49,7 +61,7 @@ func newClusterConsumer(pc *PushConsumer, addr string, opts []Option) (*clusterC
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParameter, err)
 	}
 	cl := &clusterConsumer{pc: pc, ns: newNameServers(addrs, &pc.o), opts: slices.Clone(opts),
-		parts: map[string]*PushConsumer{}, done: make(chan struct{})}
+		parts: map[string]*clusterPart{}, done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), pc.o.dialTimeout)
 	defer cancel()
 	if err := cl.ns.connect(ctx); err != nil {
@@ -93,7 +105,7 @@ func brokersOf(brokers []protocol.BrokerRef, group string) *groupBrokers {
 	g := &groupBrokers{}
 	for _, b := range brokers {
 		if b.BrokerName == group && b.BrokerID == protocol.MasterID && b.BrokerRole != RoleSlave {
-			g.addr = b.BrokerAddr
+			g.addr, g.master = b.BrokerAddr, true
 		}
 	}
 	for _, b := range brokers {
@@ -126,19 +138,31 @@ func (cl *clusterConsumer) start(ctx context.Context, subs []*subscription) erro
 	return nil
 }
 
-// startParts starts the parts of the groups that have none yet.
+// startParts starts the parts of the groups that have none yet, and
+// replaces the part of a group whose master is now at another address.
 func (cl *clusterConsumer) startParts(ctx context.Context, groups map[string]*groupBrokers) error {
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[name]
 		cl.mu.Lock()
-		have, closed := cl.parts[name] != nil, cl.closed
+		old, closed := cl.parts[name], cl.closed
 		cl.mu.Unlock()
 		if closed {
 			return ErrClosed
 		}
-		if have {
-			continue
+		if old != nil && (old.addr == g.addr || !g.master) {
+			continue // the same master, or none named: the part reads the slaves
 		}
-		part, err := cl.startPart(ctx, groups[name])
+		if old != nil {
+			cl.pc.o.logger.Info("wharf client: a broker group's master moved; joining it there", "group", cl.pc.group,
+				"brokerGroup", name, "from", old.addr, "to", g.addr)
+			if err := old.pc.Close(); err != nil {
+				cl.pc.o.logger.Warn("wharf client: closing the member on the old master", "brokerGroup", name, "err", err)
+			}
+			cl.mu.Lock()
+			delete(cl.parts, name)
+			cl.mu.Unlock()
+		}
+		part, err := cl.startPart(ctx, g)
 		if err != nil {
 			return fmt.Errorf("wharf client: consumer %s on broker group %s: %w", cl.pc.group, name, err)
 		}
@@ -148,7 +172,7 @@ func (cl *clusterConsumer) startParts(ctx context.Context, groups map[string]*gr
 			part.Close()
 			return ErrClosed
 		}
-		cl.parts[name] = part
+		cl.parts[name] = &clusterPart{pc: part, addr: g.addr}
 		cl.mu.Unlock()
 		cl.pc.o.logger.Debug("wharf client: consuming a broker group", "group", cl.pc.group, "brokerGroup", name, "addr", groups[name].addr)
 	}
@@ -222,7 +246,7 @@ func (cl *clusterConsumer) close() error {
 	cl.wg.Wait()
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(parts)) {
-		if err := parts[name].Close(); err != nil {
+		if err := parts[name].pc.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("broker group %s: %w", name, err))
 		}
 	}
@@ -234,5 +258,9 @@ func (cl *clusterConsumer) close() error {
 func (cl *clusterConsumer) byGroup() map[string]*PushConsumer {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	return maps.Clone(cl.parts)
+	out := make(map[string]*PushConsumer, len(cl.parts))
+	for name, p := range cl.parts {
+		out[name] = p.pc
+	}
+	return out
 }

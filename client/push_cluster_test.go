@@ -104,3 +104,74 @@ func TestPushConsumerSpansGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestPushConsumerFollowsMovedMaster: a failover moves a group's master to
+// another address (here a slave the routes never named, promoted and
+// registered as brokerId 0 at a newer master epoch). The consumer, with
+// no restart, joins the group on the new master and consumes what is sent
+// there, from the offsets committed before.
+func TestPushConsumerFollowsMovedMaster(t *testing.T) {
+	const topic = "orders"
+	ns := brokertest.StartNameServer(t)
+	m1 := brokertest.Start(t)
+	n1 := brokertest.Start(t, brokertest.SlaveOf(m1))
+	m1.CreateTopic(topic, 2)
+	m1.RegisterWith(ns, "c1", "g1")
+	p := newNSProducer(t, ns.Addr())
+	ctx := testCtx(t)
+	send := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+	}
+	rec := newPushRecorder()
+	c, err := NewPushConsumer("", "G", WithNameServer(ns.Addr()), WithConsumeFrom(ConsumeFromFirst), WithRouteRefresh(100*time.Millisecond),
+		WithPullSuspend(200*time.Millisecond), WithCommitInterval(50*time.Millisecond),
+		WithMasterRetryInterval(200*time.Millisecond), WithReconnectBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Subscribe(topic, "*", rec.handle); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send(0, 20)
+	testwait.For(t, testwait.Wall, 10*time.Second, "20 messages consumed on m1", func() bool { return rec.total.Load() >= 20 })
+	waitSynced(t, m1, n1, topic)
+	testwait.For(t, testwait.Wall, 5*time.Second, "the offsets on the slave", func() bool {
+		for q := range int32(2) {
+			want, _ := m1.CommittedOffset("G", topic, q)
+			if got, ok := n1.CommittedOffset("G", topic, q); !ok || got != want {
+				return false
+			}
+		}
+		return true
+	})
+
+	m1.Stop()
+	a, err := NewAdmin(n1.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.UpdateBrokerRole(ctx, RoleAsyncMaster, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	n1.RegisterAs(ns, "c1", "g1", protocol.MasterID, RoleAsyncMaster, 2)
+	send(20, 40)
+	testwait.For(t, testwait.Wall, 10*time.Second, "the messages sent to the new master consumed", func() bool { return rec.total.Load() >= 40 })
+	for i := range 40 {
+		if n := rec.bodies[fmt.Sprint(i)]; n != 1 {
+			t.Errorf("message %d consumed %d times", i, n)
+		}
+	}
+	if members := n1.GroupMembers("G"); len(members) != 1 {
+		t.Errorf("members on the new master: %v, want the consumer", members)
+	}
+}

@@ -265,9 +265,12 @@ type NotifyBrokerRoleChangedRequest struct {
 // body as a msgpack array of ReplicaInfo maps, sorted by cluster and group,
 // as this node has applied them (a follower may lag).
 type ControllerMetadata struct {
-	IsLeader   bool          `msgpack:"isLeader"`
-	LeaderAddr string        `msgpack:"leaderAddr,omitempty"`
-	Groups     []ReplicaInfo `msgpack:"-"` // the frame body
+	IsLeader   bool   `msgpack:"isLeader"`
+	LeaderAddr string `msgpack:"leaderAddr,omitempty"`
+	// Term is the raft term the node is in (0: not known yet), for
+	// operators: the leader is the one of the highest term.
+	Term   int64         `msgpack:"term,omitempty"`
+	Groups []ReplicaInfo `msgpack:"-"` // the frame body
 }
 
 func (r *ControllerMetadata) appendBody(b []byte) ([]byte, error) { return appendList(b, r.Groups) }

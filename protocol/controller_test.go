@@ -36,7 +36,7 @@ func TestControllerResponseRoundTrip(t *testing.T) {
 		{CodeControllerRegisterBroker, sampleReplicaInfo},
 		{CodeControllerAlterSyncStateSet, &ReplicaInfo{GroupRef: sampleGroup, MasterID: 1, MasterEpoch: 1, SyncStateSet: []int64{1}, SyncStateSetEpoch: 2, Replicas: []Replica{}}},
 		{CodeControllerBrokerHeartbeat, &ControllerHeartbeatResponse{MasterEpoch: 3, SyncStateSetEpoch: 4}},
-		{CodeControllerGetMetadataInfo, &ControllerMetadata{IsLeader: true, LeaderAddr: "h:9878", Groups: []ReplicaInfo{*sampleReplicaInfo}}},
+		{CodeControllerGetMetadataInfo, &ControllerMetadata{IsLeader: true, LeaderAddr: "h:9878", Term: 7, Groups: []ReplicaInfo{*sampleReplicaInfo}}},
 		{CodeControllerGetMetadataInfo, &ControllerMetadata{LeaderAddr: "h:9878"}},
 	}
 	for _, c := range cases {

@@ -156,3 +156,35 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	slices.SortFunc(keys, cmp.Compare[uint64])
 	return keys
 }
+
+// Dropped tells the Core that raft will not answer the proposal or read it
+// asked for as id. A read, or a proposal that never entered the log
+// (outcomeUnknown false: raft's NotLeader), is answered
+// CONTROLLER_NOT_LEADER with the leader's address; a proposal in flight when
+// leadership was lost may still commit, so it is answered SYSTEM_BUSY with
+// the outcome unknown (the broker reads the replica info). An election of
+// this leader's that never entered the log may be taken again at once.
+func (c *Core) Dropped(id uint64, read, outcomeUnknown bool) {
+	if read {
+		if w, ok := c.reads[id]; ok {
+			delete(c.reads, id)
+			c.reply(w.reqID, protocol.StatusControllerNotLeader, c.leaderAddr, nil)
+		}
+		return
+	}
+	for k, e := range c.electing {
+		if e.id == id && !outcomeUnknown {
+			delete(c.electing, k)
+		}
+	}
+	w, ok := c.pending[id]
+	if !ok {
+		return
+	}
+	delete(c.pending, id)
+	if outcomeUnknown {
+		c.reply(w.reqID, protocol.StatusSystemBusy, "controller: leadership lost with the entry in flight; the outcome is unknown, read the replica info", nil)
+		return
+	}
+	c.reply(w.reqID, protocol.StatusControllerNotLeader, c.leaderAddr, nil)
+}

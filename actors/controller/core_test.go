@@ -483,3 +483,70 @@ func TestHeartbeatAnswerWaitsForReadIndex(t *testing.T) {
 		t.Fatalf("deposed leader answered a heartbeat %v", rp.Status)
 	}
 }
+
+func TestDroppedAnswers(t *testing.T) {
+	alterReq := func() protocol.Request {
+		return &protocol.AlterSyncStateSetRequest{GroupRef: gref, MasterID: 1, MasterEpoch: 1, SyncStateSetEpoch: 2, SyncStateSet: []int64{1, 2}}
+	}
+	for _, tc := range []struct {
+		name                 string
+		req                  protocol.Request
+		read, outcomeUnknown bool
+		want                 protocol.Status
+	}{
+		{"proposal refused", alterReq(), false, false, protocol.StatusControllerNotLeader},
+		{"proposal in flight", alterReq(), false, true, protocol.StatusSystemBusy},
+		{"read", &protocol.GetReplicaInfoRequest{GroupRef: gref}, true, false, protocol.StatusControllerNotLeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cluster3(t, Config{})
+			id := r.send(tc.req)
+			rd := r.collect()
+			var drop uint64
+			switch {
+			case tc.read && len(rd.Reads) == 1:
+				drop = rd.Reads[0]
+			case !tc.read && len(rd.Proposals) == 1:
+				drop = rd.Proposals[0].ID
+			default:
+				t.Fatalf("%d proposals, %d reads", len(rd.Proposals), len(rd.Reads))
+			}
+			r.core.Dropped(drop, !tc.read, false) // the wrong kind answers nothing
+			if r.collect(); r.replies[id] != (Reply{}) {
+				t.Fatalf("answered by a drop of the other kind: %+v", r.replies[id])
+			}
+			r.core.Dropped(drop, tc.read, tc.outcomeUnknown)
+			r.collect()
+			if rp, ok := r.replies[id]; !ok || rp.Status != tc.want {
+				t.Fatalf("reply %+v (answered %v), want %v", rp, ok, tc.want)
+			}
+			// Answered once: a late apply or read confirmation says nothing more.
+			delete(r.replies, id)
+			if tc.read {
+				r.core.ReadDone(drop)
+			} else {
+				r.commit(rd.Proposals[0].Cmd)
+			}
+			if r.collect(); r.replies[id] != (Reply{}) {
+				t.Fatalf("answered twice: %+v", r.replies[id])
+			}
+		})
+	}
+}
+
+func TestDroppedElectionRetries(t *testing.T) {
+	r := newRig(t, Config{})
+	r.register("a", "a")
+	r.settle()
+	r.beat(1, "a", 0, 0, 0)
+	r.core.Tick(r.now)
+	rd := r.collect()
+	if len(rd.Proposals) != 1 {
+		t.Fatalf("%d proposals, want the first election", len(rd.Proposals))
+	}
+	r.core.Dropped(rd.Proposals[0].ID, false, false)
+	r.core.Tick(r.now)
+	if rd := r.collect(); len(rd.Proposals) != 1 {
+		t.Fatalf("%d proposals after the election was refused, want it again", len(rd.Proposals))
+	}
+}

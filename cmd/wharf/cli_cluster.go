@@ -89,6 +89,7 @@ type brokerStats struct {
 func newClusterListCmd() *cobra.Command {
 	var o namesrvFlags
 	var window time.Duration
+	var controllerAddr string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the clusters' broker groups and brokers",
@@ -98,11 +99,20 @@ broker, its commit log's max offset and the messages it stored per second
 over --tps-window (twice asked; 0: once, and no TPS).
 --json prints {version, brokers: [{cluster, group, broker_id, address, ha_address,
 role, alive, live_since_ms, last_heartbeat_ms, lease_ms, topics, max_offset,
-msg_put_total, put_tps, stats_error}]} (the last four for live brokers only).`,
+msg_put_total, put_tps, stats_error}]} (the last four for live brokers only).
+With --controllerAddr it asks the controllers instead and lists each broker
+group as their leader holds it: master id and address, master epoch,
+SyncStateSet and its epoch, the replicas alive; --json then prints
+{controller, groups: [{cluster, group, master_id, master_addr, master_epoch,
+sync_state_set, sync_state_set_epoch, replicas: [{broker_id, address,
+ha_address, alive}]}]}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := cliSignalContext(cmd.Context())
 			defer stop()
+			if controllerAddr != "" {
+				return listControllerGroups(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), controllerAddr, o.timeout, o.json)
+			}
 			a, err := o.admin(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -130,6 +140,7 @@ msg_put_total, put_tps, stats_error}]} (the last four for live brokers only).`,
 	}
 	o.register(cmd)
 	cmd.Flags().DurationVar(&window, "tps-window", time.Second, "how long to count each broker's stored messages for TPS (0: no TPS)")
+	cmd.Flags().StringVar(&controllerAddr, "controllerAddr", "", `controller addresses, ";"-separated: list the groups' masters, epochs and SyncStateSets`)
 	return cmd
 }
 

@@ -12,6 +12,7 @@ func newRootCmd() *cobra.Command {
 	addBrokerCommand(root)
 	addClientCommands(root)
 	addNamesrvCommand(root)
+	addControllerCommand(root)
 	addClusterCommands(root)
 	addDevCommand(root)
 	addSimCommand(root)

@@ -82,16 +82,25 @@ const registerLease = 10 * time.Minute
 // Restart.
 func (b *Broker) RegisterWith(ns *NameServer, cluster, group string) {
 	b.t.Helper()
+	b.RegisterAs(ns, cluster, group, b.cfg.BrokerID, b.cfg.BrokerRole, 0)
+}
+
+// RegisterAs is RegisterWith under another brokerId, role and master
+// epoch than the broker started with: a test's failover (a slave promoted
+// with UPDATE_BROKER_ROLE registers as its group's master).
+func (b *Broker) RegisterAs(ns *NameServer, cluster, group string, brokerID int64, role string, epoch int32) {
+	b.t.Helper()
 	var topics protocol.TopicListResponse
 	b.ask(&protocol.ListTopicsRequest{}, &topics)
 	b.mu.Lock()
 	b.regSeq++
 	req := &protocol.RegisterBrokerRequest{
-		BrokerIdentity: protocol.BrokerIdentity{ClusterName: cluster, BrokerName: group, BrokerID: b.cfg.BrokerID, BrokerAddr: b.addr},
+		BrokerIdentity: protocol.BrokerIdentity{ClusterName: cluster, BrokerName: group, BrokerID: brokerID, BrokerAddr: b.addr},
 		HAServerAddr:   b.haAddr,
-		BrokerRole:     b.cfg.BrokerRole,
+		BrokerRole:     role,
 		DataVersion:    protocol.DataVersion{Timestamp: b.bootMs, Counter: b.regSeq},
 		Topics:         topics.Topics,
+		MasterEpoch:    epoch,
 
 		HeartbeatTimeoutMillis: registerLease.Milliseconds(),
 	}
