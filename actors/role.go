@@ -190,6 +190,12 @@ func (a *writerActor) startEpoch(to roleState) error {
 	if to.slave() || to.epoch <= 0 {
 		return nil
 	}
+	if last, ok := a.st.LastEpoch(); ok && last.Epoch == to.epoch {
+		// This master restarted within its own epoch (the controllers
+		// did not elect another meanwhile: only they name an epoch's
+		// master, one per epoch): the epoch goes on where its log ends.
+		return nil
+	}
 	return a.st.StartEpoch(to.epoch, a.st.CommitLog().MaxOffset())
 }
 

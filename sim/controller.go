@@ -143,23 +143,26 @@ func pairOf(a, b *Node) pair {
 }
 
 // cutBetween reports whether a partition separates a and b.
-func (s *Sim) cutBetween(a, b *Node) bool { return s.pcuts[pairOf(a, b)] }
-
-// cut partitions a from b for d (both directions); their links break
-// silently (see linkEnd.write).
-func (s *Sim) cut(a, b *Node, d time.Duration) {
-	p := pairOf(a, b)
-	if s.pcuts[p] {
-		return
-	}
-	s.pcuts[p] = true
-	s.w.at(s.w.Now().Add(d), owner{}, func() { s.uncut(p) })
+func (s *Sim) cutBetween(a, b *Node) bool {
+	until, ok := s.pcuts[pairOf(a, b)]
+	return ok && s.w.Now().Before(until)
 }
 
-func (s *Sim) uncut(p pair) {
-	if s.pcuts[p] {
-		delete(s.pcuts, p)
+// cutUntil is when the partition between a and b ends (zero: none).
+func (s *Sim) cutUntil(a, b *Node) time.Time {
+	if !s.cutBetween(a, b) {
+		return time.Time{}
 	}
+	return s.pcuts[pairOf(a, b)]
+}
+
+// cut partitions a from b for d (both directions): replication links
+// between them break silently (see linkEnd.write), links to controllers
+// stall until it ends, as TCP does when a partition is shorter than its
+// retransmission timeout.
+func (s *Sim) cut(a, b *Node, d time.Duration) {
+	p := pairOf(a, b)
+	s.pcuts[p] = maxTime(s.pcuts[p], s.w.Now().Add(d))
 }
 
 // resetCtlLinks closes every controller link with an end on n (n
@@ -211,6 +214,11 @@ func (s *Sim) pause(n *Node, d time.Duration) {
 	}
 	s.w.Tracef("fault: %s paused for %v", n.name, d)
 	n.paused = true
+	// A stopped process flushes nothing: the window check resumes a
+	// window after it runs again.
+	if from := s.w.Now().Add(d + n.windowBound()); n.g != nil && from.After(n.g.windowFrom) {
+		n.g.windowFrom = from
+	}
 	epoch := n.epoch
 	s.w.at(s.w.Now().Add(d), owner{}, func() { s.resume(n, epoch) })
 }

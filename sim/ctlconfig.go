@@ -15,8 +15,9 @@ func (s *Sim) controllerConfig(n *Node) actors.ControllerConfig {
 	return actors.ControllerConfig{
 		SelfID: uint64(n.ctl.idx + 1), Peers: s.ctlPeers(), FS: n.fs, Dir: "/ctl",
 		TickInterval: cc.Tick, ElectionTimeout: cc.Election,
-		Seed:      uint64(s.res.Seed)<<8 | uint64(n.ctl.idx+1),
-		NewState:  func() actors.ControllerStateMachine { return &controller.State{} },
+		Seed: uint64(s.res.Seed)<<8 | uint64(n.ctl.idx+1),
+		Core: controller.Config{HeartbeatTimeout: cc.HeartbeatTimeout, RequestTimeout: 4 * cc.RequestTimeout,
+			ScanInterval: cc.HeartbeatTimeout / 4},
 		OnApplied: func(index uint64, cmd, _ []byte, _ uint64) { s.onApplied(n, index, cmd) },
 		OnStatus:  func(st raftnode.Status) { s.onStatus(n, st) },
 	}

@@ -14,7 +14,7 @@ const ctlStartLimit = 10 * time.Second
 
 // initCtl builds the controller nodes of a controller-mode run.
 func (s *Sim) initCtl() {
-	s.pcuts, s.haNode, s.nodeAt = map[pair]bool{}, map[string]*Node{}, map[string]*Node{}
+	s.pcuts, s.haNode, s.nodeAt = map[pair]time.Time{}, map[string]*Node{}, map[string]*Node{}
 	s.epochMaster, s.writes = map[epochKey]string{}, map[epochKey]*epochWrites{}
 	for i, spec := range s.cfg.Ctl.Nodes {
 		n := newControllerNode(s.w, i, spec)
@@ -48,6 +48,7 @@ func (s *Sim) awaitMasters() {
 			return
 		}
 	}
+	s.createTopic()
 	s.loadFrom = s.w.Now().Add(100 * time.Millisecond)
 	s.w.Tracef("every group has a master: the load runs from %.6f", s.loadFrom.Sub(Epoch).Seconds())
 	s.startLoad()

@@ -83,6 +83,9 @@ func (e *linkEnd) write(frame []byte) {
 		e.s.onHAFrame(e, f)
 	}
 	at := maxTime(e.s.w.Now().Add(e.s.net.sample(e.s.w)), e.next)
+	if e.kind == kindCtl {
+		at = maxTime(at, e.s.cutUntil(e.node, e.other.node)) // a partition stalls the stream
+	}
 	if e.kind == kindCtl && e.s.w.Now().Before(e.s.ctlLossUntil) {
 		// Loss and reordering on the controllers' links: raft
 		// retransmits, a broker's request times out and is asked again.
@@ -104,7 +107,10 @@ func (e *linkEnd) write(frame []byte) {
 // partitioned reports whether a partition cuts the link: between a
 // master and its slaves, or between a broker and a name server.
 func (e *linkEnd) partitioned() bool {
-	if e.kind == kindCtl || (e.ns == 0 && e.s.cfg.Ctl != nil) {
+	if e.kind == kindCtl {
+		return false // it stalls instead (write)
+	}
+	if e.ns == 0 && e.s.cfg.Ctl != nil {
 		return e.s.cutBetween(e.node, e.other.node)
 	}
 	if e.ns > 0 {

@@ -210,20 +210,8 @@ func (adminPeer) onResponse(*Conn, *protocol.Frame) {}
 // createTopic creates the topic on every master.
 func (s *Sim) createTopic() {
 	for _, g := range s.groups {
-		for _, n := range s.topicNodes(g) {
-			s.createTopicOn(n)
-		}
+		s.createTopicOn(g.master)
 	}
-}
-
-// topicNodes are the brokers of g the operator creates the topic on: its
-// master; in controller mode every broker (any may become master, and none
-// is one yet).
-func (s *Sim) topicNodes(g *brokerGroup) []*Node {
-	if s.cfg.Ctl != nil {
-		return g.all
-	}
-	return []*Node{g.master}
 }
 
 // createTopicOn sends the topic's creation to node n.

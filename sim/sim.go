@@ -259,11 +259,11 @@ type Sim struct {
 	byAddr     map[string]*brokerGroup // a master's address -> its group (controller mode: every broker's)
 
 	// Controller mode.
-	ctls         []*Node          // the controller nodes
-	ctlLinks     []*linkEnd       // links to controllers (the dialing ends)
-	pcuts        map[pair]bool    // partitions between two nodes
-	haNode       map[string]*Node // haListenPort address -> broker node
-	nodeAt       map[string]*Node // broker address -> broker node
+	ctls         []*Node            // the controller nodes
+	ctlLinks     []*linkEnd         // links to controllers (the dialing ends)
+	pcuts        map[pair]time.Time // partitions between two nodes, until when
+	haNode       map[string]*Node   // haListenPort address -> broker node
+	nodeAt       map[string]*Node   // broker address -> broker node
 	epochMaster  map[epochKey]string
 	ctlLossUntil time.Time // controller links lose and reorder messages until then
 	writes       map[epochKey]*epochWrites
@@ -401,11 +401,11 @@ func (s *Sim) start() error {
 			return err
 		}
 	}
-	s.createTopic()
 	if s.cfg.Ctl != nil {
-		s.awaitMasters()
+		s.awaitMasters() // the topic is created once the controllers elected the masters
 		return nil
 	}
+	s.createTopic()
 	s.loadFrom = Epoch
 	s.startLoad()
 	return nil
