@@ -137,6 +137,45 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 	return true
 }
 
+// cutAtRestart is how a slave says its log must be cut back to the point
+// it shares with its master and that the cut waits for its next start.
+const cutAtRestart = "done when the broker next starts"
+
+// restartToCut is the operator restarting a broker whose rejoining log
+// must be cut back (the broker asks for it): the process restarts (its
+// page cache survives), and the store makes the recorded cut as it opens.
+func (s *Sim) restartToCut(n *Node) {
+	if n.g == nil || s.cfg.Ctl == nil {
+		return
+	}
+	w, epoch := s.w, n.epoch
+	w.at(w.Now().Add(time.Duration(100+w.rng.Intn(200))*time.Millisecond), owner{}, func() {
+		if n.epoch != epoch || !n.up {
+			return
+		}
+		w.Tracef("operator: restart %s to cut its log back", n.name)
+		n.crash(vfs.CrashOptions{UnsyncedKeepRatio: 1})
+		s.resetLinks(n.g, n)
+		s.restartNode(n, 50*time.Millisecond)
+	})
+}
+
+// restartNode starts broker n again after down, unless it started
+// meanwhile.
+func (s *Sim) restartNode(n *Node, down time.Duration) {
+	epoch := n.epoch
+	s.w.at(s.w.Now().Add(down), owner{}, func() {
+		if n.epoch != epoch || n.up {
+			return
+		}
+		if err := n.start(); err != nil {
+			s.w.Violationf("%s: restart failed: %v", n.name, err)
+			return
+		}
+		checkStructure(s.w, n.store)
+	})
+}
+
 // crashController cuts controller n's power; it restarts on what its disk
 // kept after down.
 func (s *Sim) crashController(n *Node, down time.Duration) {
