@@ -3,8 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"github.com/wharfmq/wharf/netio"
+	"strings"
 	"time"
 
 	"github.com/wharfmq/wharf/actors"
