@@ -254,8 +254,19 @@ func cutLine(b []byte) (line, rest []byte, ok bool) {
 // epoch the remote has with the same start offset gives the lower of that
 // epoch's ends on the two sides (an epoch ends where the next entry starts,
 // the last at its log's end). The local log truncated there is a prefix of
-// the remote one. No such epoch is an error wrapping ErrNoCommonEpoch.
+// the remote one. No such epoch is an error wrapping ErrNoCommonEpoch,
+// except where the local epochs hold no bytes at all (each starts at the
+// local log's end) and the remote's first epoch starts at or after it: a
+// master deposed before it wrote anything in its epoch, whose successor
+// never saw that epoch, shares everything it holds (its end) with it.
 func CommonPoint(local, remote []EpochEntry, localEnd, remoteEnd int64) (int64, error) {
+	held := len(local) // local epochs with bytes: empty ones at the end say nothing about the bytes
+	for held > 0 && local[held-1].StartOffset >= localEnd {
+		held--
+	}
+	if held == 0 && len(local) > 0 && len(remote) > 0 && remote[0].StartOffset >= localEnd {
+		return min(localEnd, remoteEnd), nil
+	}
 	for i := len(local) - 1; i >= 0; i-- {
 		l := local[i]
 		j := slices.IndexFunc(remote, func(r EpochEntry) bool { return r.Epoch == l.Epoch })

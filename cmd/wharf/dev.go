@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,59 +21,77 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/protocol"
 )
 
 // devConfig is `wharf dev`'s configuration.
 type devConfig struct {
-	Data         string        // one sub-directory per broker
-	MasterRole   string        // SYNC_MASTER or ASYNC_MASTER
-	NamesrvPort  int           // the name server's port
-	BrokerPort   int           // the first master's port; the others are +10, +20, +30
-	LogLevel     string        // every daemon's --log-level
-	BrokerArgs   []string      // extra flags for every broker
-	StartTimeout time.Duration // every broker registered within it, or fail
-	StopTimeout  time.Duration // after SIGTERM, then SIGKILL
+	Data string // one sub-directory per broker
+	// Controller runs a controller and the brokers in controller mode: it
+	// assigns the roles and fails a dead master over to its slave.
+	Controller     bool
+	ControllerPort int           // the controller's port
+	MasterRole     string        // without the controller: SYNC_MASTER or ASYNC_MASTER
+	NamesrvPort    int           // the name server's port
+	BrokerPort     int           // the first master's port; the others are +10, +20, +30
+	LogLevel       string        // every daemon's --log-level
+	BrokerArgs     []string      // extra flags for every broker
+	StartTimeout   time.Duration // every broker registered within it, or fail
+	StopTimeout    time.Duration // after SIGTERM, then SIGKILL
 }
 
 func defaultDevConfig() devConfig {
-	return devConfig{Data: "./data", MasterRole: "SYNC_MASTER", NamesrvPort: 9876, BrokerPort: 10911,
+	return devConfig{Data: "./data", Controller: true, ControllerPort: 9878, MasterRole: "SYNC_MASTER", NamesrvPort: 9876, BrokerPort: 10911,
 		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second}
 }
 
 // devDaemon is one child process of `wharf dev`.
 type devDaemon struct {
-	name string // "namesrv", "broker-a-0" (brokerName-brokerId)
-	what string // "name server", "master of broker-a"
-	addr string // where it listens for clients
-	dir  string // its store ("" for the name server)
-	args []string
+	name   string // "namesrv", "controller", "broker-a-0" (brokerName-index)
+	what   string // "name server", "master of broker-a"
+	addr   string // where it listens for clients
+	dir    string // its store ("" for the name server)
+	group  string // a broker's brokerName ("" for the others)
+	args   []string
+	broker bool
 }
 
 const devCluster = "DefaultCluster"
 
-// devPlan lists the daemons of a dev cluster: the name server, then for
-// each group its master and its slave. Brokers listen on 127.0.0.1 and
-// serve replication on their port + 1 (the derived haListenPort).
+// devPlan lists the daemons of a dev cluster: the name server, the
+// controller (in controller mode), then for each group its two brokers.
+// Brokers listen on 127.0.0.1 and serve replication on their port + 1 (the
+// derived haListenPort). Without the controller the first of a group is
+// its master and the second its slave; with it, the controller decides.
 func devPlan(c devConfig) []devDaemon {
 	ns := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.NamesrvPort))
 	plan := []devDaemon{{name: "namesrv", what: "name server", addr: ns,
 		args: []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(c.NamesrvPort), "--log-level", c.LogLevel}}}
+	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ControllerPort))
+	if c.Controller {
+		plan = append(plan, devDaemon{name: "controller", what: "controller", addr: ctl, dir: filepath.Join(c.Data, "controller"),
+			args: []string{"controller", "--controllerPeers", "n0-" + ctl, "--controllerSelfId", "n0",
+				"--storePathRootDir", filepath.Join(c.Data, "controller"), "--log-level", c.LogLevel}})
+	}
 	for g, group := range []string{"broker-a", "broker-b"} {
 		masterPort := c.BrokerPort + 20*g
 		for id := range 2 {
 			port := masterPort + 10*id
-			d := devDaemon{name: fmt.Sprintf("%s-%d", group, id), what: "master of " + group,
+			d := devDaemon{name: fmt.Sprintf("%s-%d", group, id), what: "master of " + group, group: group, broker: true,
 				addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 			d.dir = filepath.Join(c.Data, d.name)
-			role := c.MasterRole
-			if id > 0 {
-				d.what, role = "slave of "+group, "SLAVE"
-			}
 			d.args = []string{"broker", "--storePathRootDir", d.dir, "--brokerIP1", "127.0.0.1", "--listenPort", strconv.Itoa(port),
-				"--brokerClusterName", devCluster, "--brokerName", group, "--brokerId", strconv.Itoa(id), "--brokerRole", role,
-				"--namesrvAddr", ns, "--log-level", c.LogLevel}
-			if id > 0 {
-				d.args = append(d.args, "--haMasterAddress", net.JoinHostPort("127.0.0.1", strconv.Itoa(masterPort+1)))
+				"--brokerClusterName", devCluster, "--brokerName", group, "--namesrvAddr", ns, "--log-level", c.LogLevel}
+			switch {
+			case c.Controller:
+				d.what = "replica of " + group
+				d.args = append(d.args, "--enableControllerMode=true", "--controllerAddr", ctl)
+			case id == 0:
+				d.args = append(d.args, "--brokerId", "0", "--brokerRole", c.MasterRole)
+			default:
+				d.what = "slave of " + group
+				d.args = append(d.args, "--brokerId", strconv.Itoa(id), "--brokerRole", "SLAVE",
+					"--haMasterAddress", net.JoinHostPort("127.0.0.1", strconv.Itoa(masterPort+1)))
 			}
 			d.args = append(d.args, c.BrokerArgs...)
 			plan = append(plan, d)
@@ -86,16 +105,22 @@ func addDevCommand(root *cobra.Command) {
 	c := defaultDevConfig()
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a development cluster on loopback: a name server and two broker groups",
-		Long: `Run a development cluster on 127.0.0.1: a name server (port 9876) and two
-broker groups, broker-a and broker-b, each a master and a slave (ports 10911
-and 10921 for broker-a, 10931 and 10941 for broker-b; each broker serves its
-slaves on its port + 1), in cluster DefaultCluster, data under --data (one
-directory per broker). Every daemon is a child process of this one, its log
-lines prefixed with its name: kill -9 one to watch the clients fail over.
-Ctrl-C or SIGTERM stops them all.`,
+		Short: "Run a development cluster on loopback: a name server, a controller and two broker groups",
+		Long: `Run a development cluster on 127.0.0.1: a name server (port 9876), a
+controller (port 9878) and two broker groups, broker-a and broker-b, of two
+brokers each (ports 10911 and 10921 for broker-a, 10931 and 10941 for
+broker-b; each broker serves replication on its port + 1), in cluster
+DefaultCluster, data under --data (one directory per daemon). The controller
+makes one broker of each group its master and the other its slave, and when
+a master dies it makes the slave master: kill -9 one to watch the failover.
+With --controller=false the first broker of each group is its master (of
+--brokerRole) and nothing fails over. Every daemon is a child process of this
+one, its log lines prefixed with its name. Ctrl-C or SIGTERM stops them all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Controller && cmd.Flags().Changed("brokerRole") {
+				return errors.New("--brokerRole needs --controller=false: under the controller, roles are the controller's and a send is acknowledged once its SyncStateSet has it")
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find the wharf binary to run the daemons: %w", err)
@@ -105,7 +130,9 @@ Ctrl-C or SIGTERM stops them all.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.Data, "data", c.Data, "data directory (one sub-directory per broker)")
-	f.StringVar(&c.MasterRole, "brokerRole", c.MasterRole, "the masters' role: SYNC_MASTER (an acknowledged message is on the slave too) or ASYNC_MASTER")
+	f.BoolVar(&c.Controller, "controller", c.Controller, "run a controller: it assigns the roles and fails a dead master over to its slave")
+	f.IntVar(&c.ControllerPort, "controllerPort", c.ControllerPort, "the controller's port")
+	f.StringVar(&c.MasterRole, "brokerRole", c.MasterRole, "with --controller=false, the masters' role: SYNC_MASTER (an acknowledged message is on the slave too) or ASYNC_MASTER")
 	f.IntVar(&c.NamesrvPort, "namesrvPort", c.NamesrvPort, "the name server's port")
 	f.IntVar(&c.BrokerPort, "brokerPort", c.BrokerPort, "the first master's port; the others use +10, +20 and +30 (and each its port + 1)")
 	f.StringVar(&c.LogLevel, "log-level", c.LogLevel, "the daemons' log level: debug, info, warn, error")
@@ -172,6 +199,17 @@ func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writ
 	return nil
 }
 
+// brokers are the children that are brokers.
+func (r *devRun) brokers() []*devChild {
+	var out []*devChild
+	for _, ch := range r.children {
+		if ch.broker {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
 // say writes one line of the dev command's own to stderr.
 func (r *devRun) say(format string, args ...any) {
 	r.mu.Lock()
@@ -231,9 +269,9 @@ func (r *devRun) waitRegistered(ctx context.Context, nsAddr string) error {
 		if len(missing) == 0 {
 			return nil
 		}
-		if n := len(r.children) - 1 - len(missing); n != last {
+		if n := len(r.brokers()) - len(missing); n != last {
 			last = n
-			r.say("dev: %d of %d brokers registered with the name server (waiting for %s)", n, len(r.children)-1, strings.Join(names(missing), ", "))
+			r.say("dev: %d of %d brokers registered with the name server (waiting for %s)", n, len(r.brokers()), strings.Join(names(missing), ", "))
 		}
 		select {
 		case ch := <-r.exited:
@@ -248,22 +286,30 @@ func (r *devRun) waitRegistered(ctx context.Context, nsAddr string) error {
 }
 
 // unregistered lists the brokers the name server does not (yet) list
-// alive: all of them while it does not answer.
+// alive: all of them while it does not answer. (Under the controller a
+// broker registers once it has its role.) It names the masters on the way.
 func (r *devRun) unregistered(ctx context.Context, admin *client.Admin) []*devChild {
-	alive := map[string]bool{}
+	alive, master := map[string]bool{}, map[string]bool{}
 	if admin != nil {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if ci, err := admin.ClusterInfo(cctx); err == nil {
 			for _, b := range ci.Brokers {
-				alive[b.BrokerAddr] = alive[b.BrokerAddr] || (b.Alive && b.ClusterName == devCluster)
+				ok := b.Alive && b.ClusterName == devCluster
+				alive[b.BrokerAddr] = alive[b.BrokerAddr] || ok
+				master[b.BrokerAddr] = master[b.BrokerAddr] || ok && b.BrokerID == protocol.MasterID
 			}
 		}
 	}
 	var missing []*devChild
-	for _, ch := range r.children[1:] {
+	for _, ch := range r.brokers() {
 		if !alive[ch.addr] {
 			missing = append(missing, ch)
+		} else if r.cfg.Controller {
+			ch.what = "slave of " + ch.group
+			if master[ch.addr] {
+				ch.what = "master of " + ch.group
+			}
 		}
 	}
 	return missing
@@ -272,7 +318,13 @@ func (r *devRun) unregistered(ctx context.Context, admin *client.Admin) []*devCh
 func (r *devRun) notRegistered(missing []*devChild) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "not every broker registered with the name server within %v:", r.cfg.StartTimeout)
-	for _, ch := range append([]*devChild{r.children[0]}, missing...) {
+	var others []*devChild
+	for _, ch := range r.children {
+		if !ch.broker {
+			others = append(others, ch)
+		}
+	}
+	for _, ch := range append(others, missing...) {
 		fmt.Fprintf(&b, "\n%s (%s, %s), its last log lines:\n%s", ch.name, ch.what, ch.addr, ch.log.tail())
 	}
 	return errors.New(b.String())
@@ -301,8 +353,20 @@ func (r *devRun) printConnect(ns string) {
 	fmt.Fprintf(&b, "  bin/wharf cluster list --namesrv %s\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf produce --namesrv %s --topic demo --count 100000 --size 256\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf consume --namesrv %s --topic demo --group demo-group --from first --idle-exit 3s\n", ns)
-	fmt.Fprintf(&b, "Failover: kill -9 %d (broker-a's master) while producing: sends go to broker-b,\n", r.children[1].cmd.Process.Pid)
-	fmt.Fprintf(&b, "consumers read broker-a's messages from its slave.\n\n")
+	pid := 0
+	for _, ch := range r.brokers() {
+		if ch.what == "master of broker-a" {
+			pid = ch.cmd.Process.Pid
+		}
+	}
+	if r.cfg.Controller {
+		fmt.Fprintf(&b, "  bin/wharf cluster list --controllerAddr 127.0.0.1:%d\n", r.cfg.ControllerPort)
+		fmt.Fprintf(&b, "Failover: kill -9 %d (broker-a's master) while producing: the controller makes its\n", pid)
+		fmt.Fprintf(&b, "slave master within seconds; sends go to broker-b meanwhile, none acknowledged is lost.\n\n")
+	} else {
+		fmt.Fprintf(&b, "Failover: kill -9 %d (broker-a's master) while producing: sends go to broker-b,\n", pid)
+		fmt.Fprintf(&b, "consumers read broker-a's messages from its slave.\n\n")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprint(r.out, b.String())
@@ -315,14 +379,18 @@ func (r *devRun) reportExit(ch *devChild) {
 		ch.name, ch.what, ch.addr, ch.cmd.Process.Pid, ch.err, r.bin, strings.Join(ch.args, " "))
 }
 
-// stopAll stops the brokers, then the name server (so that the brokers can
-// unregister): SIGTERM, and SIGKILL after StopTimeout.
+// stopAll stops the brokers, then the controller and the name server (so
+// that the brokers can unregister): SIGTERM, and SIGKILL after StopTimeout.
 func (r *devRun) stopAll() {
-	if len(r.children) == 0 {
-		return
+	var others []*devChild
+	for _, ch := range r.children {
+		if !ch.broker {
+			others = append(others, ch)
+		}
 	}
-	r.stop(r.children[1:])
-	r.stop(r.children[:1])
+	r.stop(r.brokers())
+	slices.Reverse(others) // the name server last
+	r.stop(others)
 }
 
 func (r *devRun) stop(children []*devChild) {
