@@ -464,7 +464,8 @@ func (b *Broker) startController(spawn func(string, func() actor.Actor) *actor.P
 		return errors.New("actors: enableControllerMode needs Env.Dial")
 	}
 	cfg := ctlagent.Config{Controllers: b.cfg.ControllerAddr, HeartbeatInterval: b.cfg.ControllerHeartbeatInterval,
-		Lease: b.cfg.MasterLease, RequestTimeout: b.cfg.ControllerRequestTimeout, SlaveNotCatchup: b.cfg.HAMaxTimeSlaveNotCatchup}
+		Lease: b.cfg.MasterLease, RequestTimeout: b.cfg.ControllerRequestTimeout, SlaveNotCatchup: b.cfg.HAMaxTimeSlaveNotCatchup,
+		NoLease: b.k.faults.NoLease}
 	if _, err := ctlagent.New(cfg); err != nil {
 		return fmt.Errorf("actors: controller mode: %w", err)
 	}

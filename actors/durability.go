@@ -169,7 +169,8 @@ func (a *durabilityActor) start() {
 func gateMode(cfg Config, f Faults, role roleState) gate.Mode {
 	return gate.Mode{SyncFlush: cfg.FlushDiskType == SyncFlush, SyncMaster: role.role == RoleSyncMaster, Controller: cfg.EnableControllerMode,
 		InSyncReplicas: cfg.InSyncReplicas, FlushTimeout: cfg.SyncFlushTimeout, SlaveTimeout: cfg.SlaveTimeout,
-		AckBeforeFlush: f.AckBeforeFlush, NoFlushTimeout: f.NoFlushTimeout, AckBeforeReplica: f.AckBeforeReplica}
+		AckBeforeFlush: f.AckBeforeFlush, NoFlushTimeout: f.NoFlushTimeout, AckBeforeReplica: f.AckBeforeReplica,
+		AckOldSet: f.AckOldSyncStateSet}
 }
 
 func (a *durabilityActor) startReplicating() {

@@ -22,4 +22,15 @@ type Faults struct {
 	// ElectOutsideSyncStateSet: the controller leader elects a live replica
 	// outside the SyncStateSet (controller.Faults).
 	ElectOutsideSyncStateSet bool
+	// NoLease: a controller-mode master keeps accepting writes after its
+	// lease ran out (ctlagent.Config.NoLease).
+	NoLease bool
+	// AckOldSyncStateSet: a controller-mode master's gate ignores members
+	// added to its ack set and goes on acknowledging against the set it
+	// had (gate.Mode.AckOldSet), while the controllers applied the new one.
+	AckOldSyncStateSet bool
+	// SkipTruncation: a rejoining replica replicates past the point it
+	// shares with its new master instead of cutting its log back there
+	// (ha.FollowerConfig.SkipTruncation).
+	SkipTruncation bool
 }

@@ -128,7 +128,7 @@ func (a *writerActor) enterRole(now time.Time, drain string) {
 	case a.role.slave():
 		a.fol = ha.NewFollower(ha.FollowerConfig{BrokerName: a.cfg.BrokerName, BrokerID: a.role.brokerID, MasterAddr: a.role.master,
 			HousekeepingInterval: a.cfg.HAHousekeepingInterval, MetadataInterval: a.cfg.HAMetadataInterval,
-			ReconnectMax: a.cfg.HAReconnectMaxInterval}, a.st, a.k.log)
+			ReconnectMax: a.cfg.HAReconnectMaxInterval, SkipTruncation: a.k.faults.SkipTruncation}, a.st, a.k.log)
 		a.fol.Start(now)
 	default:
 		a.prepare()

@@ -54,6 +54,16 @@ var Bugs = []Bug{
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Actors.CommitOffsetBeforePersist = true }},
 	{Name: "skip-queue-offset", Breaks: "queue offsets are contiguous with no gap or duplicate",
 		Scenarios: []string{"sync-flush", "async-flush"}, plant: func(p *Planted) { p.Storage.SkipQueueOffset = true }},
+	{Name: "elect-outside-sync-state-set", Breaks: "the controllers elect a new master only from the SyncStateSet",
+		// A slave cut off from its master falls out of the set while it
+		// still heartbeats the controllers: the live replica outside it.
+		Scenarios: []string{"ctl-master-crash"}, plant: func(p *Planted) { p.Actors.ElectOutsideSyncStateSet = true }},
+	{Name: "no-lease", Breaks: "a master stops storing writes before a master of a newer epoch takes its first (the lease)",
+		Scenarios: []string{"ctl-master-partition", "ctl-master-pause"}, plant: func(p *Planted) { p.Actors.NoLease = true }},
+	{Name: "ack-old-sync-state-set", Breaks: "a SEND_OK comes only once every member of the SyncStateSet the controllers applied holds the message",
+		Scenarios: []string{"ctl-master-crash"}, plant: func(p *Planted) { p.Actors.AckOldSyncStateSet = true }},
+	{Name: "skip-truncation", Breaks: "a replica that rejoins cuts its log back to the point it shares with the new master, then holds the master's log",
+		Scenarios: []string{"ctl-rejoin"}, plant: func(p *Planted) { p.Actors.SkipTruncation = true }},
 	{Name: "stale-routes", Breaks: "a producer stops sending to a broker out of every name server's routes within lease + refresh",
 		Scenarios: []string{"ns-master-crash"}, plant: func(p *Planted) { p.StaleRoutes = true }},
 }

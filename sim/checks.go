@@ -274,7 +274,7 @@ func (s *Sim) checkSlavesHaveAcked(g *brokerGroup, keys []string) {
 // master's, unless the master refused it (diverged logs).
 func (s *Sim) checkSlavePrefix(g *brokerGroup, sl *Node) {
 	m := g.master
-	if !sl.up || !m.up || sl.refused {
+	if !sl.up || !m.up || s.refusedExcused(sl) {
 		return
 	}
 	scl, mcl := sl.store.CommitLog(), m.store.CommitLog()

@@ -84,6 +84,13 @@ func (s *Sim) checkSetHas(n *Node, sm *sentMsg, lat time.Duration) {
 	}
 }
 
+// refusedExcused reports whether slave sl's log may differ from its
+// master's because the master refused it (diverged logs after a master's
+// power cut, by design). Not in controller mode: a replica that rejoins
+// must cut its log back to the point it shares with the master and then
+// hold the master's log, whatever refused it on the way.
+func (s *Sim) refusedExcused(sl *Node) bool { return sl.refused && s.cfg.Ctl == nil }
+
 // ctlRouteMaster: in controller mode a route's broker must be the group's
 // master (liveness); "" if q names it.
 func (s *Sim) ctlRouteMaster(c *Client, g *brokerGroup, addr string) string {

@@ -86,6 +86,22 @@ func (s *Sim) unelected() string {
 	return lead
 }
 
+// planCtlFaults plans a controller-mode run's faults, all on one group:
+// the scenario's own (its first fault kind) in the second half of the
+// load, where what the others did before can matter (a slave cut off
+// earlier is outside the SyncStateSet when its master dies), and zero to
+// two of its other kinds in the first half.
+func (s *Sim) planCtlFaults() {
+	w, sc := s.w, s.sc
+	g := s.groups[w.rng.Intn(len(s.groups))]
+	half := sc.Duration / 2
+	for range w.rng.Intn(3) {
+		f := sc.Faults[1+w.rng.Intn(len(sc.Faults)-1)]
+		w.at(s.loadFrom.Add(100*time.Millisecond+time.Duration(w.rng.Int63n(int64(half)))), owner{}, func() { s.inject(g, f) })
+	}
+	w.at(s.loadFrom.Add(half+time.Duration(w.rng.Int63n(int64(half)))), owner{}, func() { s.inject(g, sc.Faults[0]) })
+}
+
 // injectCtl injects a controller-mode fault on group g; false if f is not
 // one.
 func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
@@ -114,6 +130,13 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 		}
 		if n.up {
 			s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
+		}
+	case FaultCtlSlaveCut:
+		if len(g.slaves) > 0 {
+			sl := g.slaves[w.rng.Intn(len(g.slaves))]
+			d := T + time.Duration(w.rng.Int63n(int64(T)))
+			w.Tracef("fault: %s cut off from its master %s for %v", sl.name, n.name, d)
+			s.cut(sl, n, d)
 		}
 	case FaultCtlCrash:
 		s.crashController(s.ctls[w.rng.Intn(len(s.ctls))], time.Duration(100+w.rng.Intn(700))*time.Millisecond)
@@ -198,10 +221,9 @@ func (s *Sim) crashController(n *Node, down time.Duration) {
 // healCtl ends the controller-mode faults: partitions, message loss,
 // pauses (controllers down restart by themselves, as brokers do).
 func (s *Sim) healCtl() {
+	// Partitions run out by themselves (at most two heartbeat timeouts and
+	// a half), as disk stalls do: the failover they cause happens.
 	s.healedAt = s.w.Now()
-	for p := range s.pcuts {
-		delete(s.pcuts, p)
-	}
 	s.ctlLossUntil = time.Time{}
 	for _, g := range s.groups {
 		for _, n := range g.all {

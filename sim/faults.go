@@ -11,6 +11,10 @@ import (
 // broker group the seed picks.
 func (s *Sim) planFaults(stopAt time.Time) {
 	w := s.w
+	if s.cfg.Ctl != nil {
+		s.planCtlFaults()
+		return
+	}
 	n := 1 + w.rng.Intn(3)
 	if s.sc.Members > 0 {
 		n = 3 + w.rng.Intn(5)

@@ -104,7 +104,7 @@ func (s *Sim) unconverged() string {
 		}
 		m := g.master.store.CommitLog().MaxOffset()
 		for _, sl := range g.slaves {
-			if e := sl.store.CommitLog().MaxOffset(); !sl.refused && e != m {
+			if e := sl.store.CommitLog().MaxOffset(); !s.refusedExcused(sl) && e != m {
 				return fmt.Sprintf("%s's log ends at %d, its master's at %d", sl.name, e, m)
 			}
 		}

@@ -42,6 +42,7 @@ const (
 	FaultCtlCrash           Fault = "ctl-crash"             // a controller node's power is cut; it restarts on its raft log
 	FaultCtlLoss            Fault = "ctl-loss"              // the controllers' links lose and reorder messages for a while
 	FaultCtlDiskStall       Fault = "ctl-disk-stall"        // a controller's fsyncs take up to a heartbeat timeout
+	FaultCtlSlaveCut        Fault = "ctl-slave-cut"         // a slave cannot reach its master (it can the controllers): it falls behind and out of the SyncStateSet
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -105,7 +106,7 @@ var Scenarios = []Scenario{
 		Faults:  []Fault{FaultSlowBroker, FaultMasterKill}},
 	{Name: "ctl-master-crash", Flush: actors.AsyncFlush, Controller: true,
 		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
-		Faults:  []Fault{FaultCtlMasterKill, FaultCtlLoss, FaultSlaveCrash, FaultFsyncError}},
+		Faults:  []Fault{FaultCtlMasterKill, FaultCtlLoss, FaultSlaveCrash, FaultFsyncError, FaultCtlSlaveCut}},
 	{Name: "ctl-master-partition", Flush: actors.SyncFlush, Controller: true,
 		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, Consumer},
 		Faults:  []Fault{FaultCtlMasterPartition, FaultCtlLoss, FaultCtlDiskStall}},

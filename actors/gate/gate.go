@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wharfmq/wharf/internal/invariant"
@@ -26,6 +27,7 @@ type Mode struct {
 	AckBeforeFlush   bool // SYNC_FLUSH: OK before the flush
 	NoFlushTimeout   bool // SYNC_FLUSH: never FLUSH_DISK_TIMEOUT
 	AckBeforeReplica bool // SYNC_MASTER: OK before a slave has the bytes
+	AckOldSet        bool // controller mode: SetAckSet never adds a member
 }
 
 // Waits reports whether a send must wait for the gate: one that waits for
@@ -162,8 +164,23 @@ func (g *Gate) Replicas(now time.Time, acked []int64, inSync int) {
 // by the new one goes on waiting (an expansion must not let a send
 // through on the old set's word).
 func (g *Gate) SetAckSet(now time.Time, ids []int64) {
+	if g.mode.AckOldSet {
+		ids = keepOld(g.ackSet, ids)
+	}
 	g.ackSet = append(g.ackSet[:0], ids...)
 	g.release(now)
+}
+
+// keepOld is the planted bug AckOldSet: of the new set ids, only the
+// members the old set had (an expansion is ignored, a shrink taken).
+func keepOld(old, ids []int64) []int64 {
+	var kept []int64
+	for _, id := range ids {
+		if slices.Contains(old, id) {
+			kept = append(kept, id)
+		}
+	}
+	return kept
 }
 
 // SlaveAcks reports each connected slave's acknowledged offset by broker

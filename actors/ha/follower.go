@@ -22,6 +22,9 @@ type FollowerConfig struct {
 	// master that restarted: once the master listens again, the slave is
 	// back within ReconnectMax.
 	ReconnectMax time.Duration
+	// SkipTruncation plants a bug for the simulator: a log that goes on
+	// past the point it shares with the master is not cut back there.
+	SkipTruncation bool
 }
 
 // Redial backoff: the first retry comes after firstRetry, each failed
@@ -207,7 +210,7 @@ func (f *Follower) epochs(m *protocol.HAEpochsRequest) bool {
 		f.fail(fmt.Sprintf("this log shares no epoch with the master's; replicating would overwrite it (wipe this slave's store to resynchronise): %v", err))
 		return false
 	}
-	if point < end {
+	if point < end && !f.cfg.SkipTruncation {
 		f.truncating = true
 		f.rd.Truncate, f.rd.TruncateTo = true, point
 		f.status = fmt.Sprintf("cutting the log from %d back to %d, the point it shares with master %s", end, point, f.cfg.MasterAddr)
