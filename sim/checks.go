@@ -188,8 +188,9 @@ func (s *Sim) consumed(g *brokerGroup, q int32, qo int64, key string) {
 		m = map[int64]string{}
 		g.consumedAt[q] = m
 	}
-	if prev, ok := m[qo]; ok && prev != key && !(s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo)) {
-		s.w.Violationf("%s queue %d offset %d was consumed as %q and later as %q", g.spec.Name, q, qo, prev, key)
+	if prev, ok := m[qo]; ok && prev != key && !(s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo)) &&
+		(s.cfg.Ctl == nil || ctlConfirmedReads || s.acked(prev)) {
+		s.w.Violationf("%s queue %d offset %d was consumed as %q and later as %q (the first acknowledged: %v)", g.spec.Name, q, qo, prev, key, s.acked(prev))
 	}
 	m[qo] = key
 }
@@ -348,4 +349,10 @@ func checkStructure(w *World, st *storage.Store) {
 	if err := storage.Check(st); err != nil {
 		w.Violationf("store structure: %v", err)
 	}
+}
+
+// acked reports whether the message of key was acknowledged (SEND_OK).
+func (s *Sim) acked(key string) bool {
+	sm := s.sent[key]
+	return sm != nil && sm.acked
 }
