@@ -18,6 +18,7 @@ func (s *Sim) initCtl() {
 	s.epochMaster, s.writes = map[epochKey]string{}, map[epochKey]*epochWrites{}
 	for i, spec := range s.cfg.Ctl.Nodes {
 		n := newControllerNode(s.w, i, spec)
+		n.faults = s.planted.Actors // the controller's planted bugs reach it through Env.Faults
 		n.dial = func(addr string, h actors.Handler) (actors.Conn, error) {
 			k := s.ctlIndex(addr)
 			if k < 0 {

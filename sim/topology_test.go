@@ -33,7 +33,14 @@ func TestChooseConfig(t *testing.T) {
 				}
 			}
 			want := []string{"1 groups", "2 groups", "3 groups", "1 slaves", "2 slaves"}
+			if c := chooseConfig(rand.New(rand.NewSource(1)), sc); c.Ctl != nil {
+				for seed := int64(1); seed <= 300; seed++ {
+					seen[fmt.Sprintf("%d controllers", len(chooseConfig(rand.New(rand.NewSource(seed)), sc).Ctl.Nodes))] = true
+				}
+			}
 			switch {
+			case sc.Controller:
+				want = append(want, RoleController, "1 controllers", "3 controllers")
 			case sc.Role != "":
 				want = append(want, sc.Role)
 			case sc.NoSlaves:
@@ -77,8 +84,13 @@ func illegal(c Config, sc Scenario) []string {
 	if c.SegmentSize < 128<<10 || c.HAHousekeeping < 3*c.HAHeartbeat || c.SyncFlushTimeout <= 0 || c.SlaveTimeout <= 0 {
 		bad = append(bad, "segment or interval out of range")
 	}
+	bad = append(bad, illegalCtl(c, sc)...)
 	for i, g := range c.Groups {
 		switch {
+		case sc.Controller && (g.Slaves == 0 || g.Role != RoleController):
+			bad = append(bad, g.Name+": controller mode needs a slave that may become master")
+		case sc.Controller:
+			continue
 		case g.Name != fmt.Sprintf("sim-%c", 'a'+i):
 			bad = append(bad, "group name "+g.Name)
 		case g.Slaves < 0 || g.Slaves > 2 || len(g.Drift) != 1+g.Slaves || len(g.Disk) != 1+g.Slaves:
@@ -96,6 +108,27 @@ func illegal(c Config, sc Scenario) []string {
 		}
 	}
 	return bad
+}
+
+// illegalCtl lists what is wrong with c's controller mode for sc: the
+// lease must stay below the controllers' heartbeat timeout (by far more
+// than any clock-rate error: drift is an offset here) and outlast three
+// heartbeats; 1 or 3 controllers.
+func illegalCtl(c Config, sc Scenario) []string {
+	cc := c.Ctl
+	switch {
+	case sc.Controller != (cc != nil):
+		return []string{"controller mode is the scenario's"}
+	case cc == nil:
+		return nil
+	case len(cc.Nodes) != 1 && len(cc.Nodes) != 3:
+		return []string{"1 or 3 controllers"}
+	case cc.Lease >= cc.HeartbeatTimeout*9/10 || cc.Lease < 3*cc.Heartbeat:
+		return []string{"the lease must be below 90 % of the heartbeat timeout and outlast three heartbeats"}
+	case cc.Election <= 0 || cc.Tick <= 0 || cc.Tick >= cc.Election || cc.RequestTimeout <= 0 || cc.NotCatchup <= 0:
+		return []string{"controller timing out of range"}
+	}
+	return nil
 }
 
 // TestScenarioOf: any len(Scenarios) consecutive seeds, negative ones
