@@ -189,8 +189,8 @@ func (s *Sim) consumed(g *brokerGroup, q int32, qo int64, key string) {
 		g.consumedAt[q] = m
 	}
 	if prev, ok := m[qo]; ok && prev != key && !(s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo)) &&
-		(s.cfg.Ctl == nil || ctlConfirmedReads || s.acked(prev)) {
-		s.w.Violationf("%s queue %d offset %d was consumed as %q and later as %q (the first acknowledged: %v)", g.spec.Name, q, qo, prev, key, s.acked(prev))
+		(s.cfg.Ctl == nil || ctlConfirmedReads || s.ackedAt(prev, g, q, qo)) {
+		s.w.Violationf("%s queue %d offset %d was consumed as %q and later as %q (the first acknowledged there: %v)", g.spec.Name, q, qo, prev, key, s.ackedAt(prev, g, q, qo))
 	}
 	m[qo] = key
 }
@@ -351,8 +351,10 @@ func checkStructure(w *World, st *storage.Store) {
 	}
 }
 
-// acked reports whether the message of key was acknowledged (SEND_OK).
-func (s *Sim) acked(key string) bool {
+// ackedAt reports whether the message of key was acknowledged (SEND_OK)
+// at offset qo of queue q of group g (a retry may have stored it elsewhere
+// too, unacknowledged).
+func (s *Sim) ackedAt(key string, g *brokerGroup, q int32, qo int64) bool {
 	sm := s.sent[key]
-	return sm != nil && sm.acked
+	return sm != nil && sm.acked && sm.g == g && sm.queue == q && sm.qo == qo
 }

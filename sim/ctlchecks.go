@@ -72,9 +72,14 @@ func (s *Sim) onCtlAnswer(c *Conn, f *protocol.Frame, lat time.Duration) {
 // comes only once every other member of the SyncStateSet the controllers
 // applied holds its bytes (a member down or restarted since the write is
 // excused: it held them when it acknowledged).
+//
+// A SEND_OK by a deposed master (the controllers applied a newer epoch)
+// needs the newest master to hold the message already: anything it lacks,
+// the deposed master cuts back when it rejoins.
 func (s *Sim) checkSetHas(n *Node, sm *sentMsg, lat time.Duration) {
 	g := n.g
-	if e, ok := n.store.LastEpoch(); !ok || e.Epoch != g.ctlEpoch || g.master != n {
+	e, ok := n.store.LastEpoch()
+	if !ok {
 		return
 	}
 	want, err := n.store.CommitLog().Read(sm.phy, int(sm.end-sm.phy))
@@ -82,6 +87,16 @@ func (s *Sim) checkSetHas(n *Node, sm *sentMsg, lat time.Duration) {
 		return
 	}
 	at := s.w.Now().Add(-lat)
+	if m := g.master; e.Epoch < g.ctlEpoch && m != n && m.up && !m.startedAt.After(at) {
+		if got, err := m.store.CommitLog().Read(sm.phy, len(want)); err != nil || string(got) != string(want) {
+			s.w.Violationf("%s, deposed (epoch %d; %s is master of epoch %d), acknowledged %q (offset %d), which %s does not hold",
+				n.name, e.Epoch, m.name, g.ctlEpoch, sm.key, sm.phy, m.name)
+		}
+		return
+	}
+	if e.Epoch != g.ctlEpoch || g.master != n {
+		return
+	}
 	for _, id := range g.set {
 		m := g.ids[id]
 		if m == nil || m == n || !m.up || m.startedAt.After(at) {
