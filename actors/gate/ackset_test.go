@@ -93,3 +93,29 @@ func TestAckSetIgnoredOutsideControllerMode(t *testing.T) {
 		t.Fatalf("SYNC_MASTER with one copy acked: %v", v)
 	}
 }
+
+// The planted bug AckOldSet: the gate's ack set never gains a member, so a
+// send is acknowledged on the old set's word while a member the
+// controllers added lacks it (RocketMQ #5663); without the bug it waits.
+func TestAckOldSetPlantedBug(t *testing.T) {
+	for _, bug := range []bool{true, false} {
+		g := New(Mode{Controller: true, FlushTimeout: 5 * time.Second, SlaveTimeout: 3 * time.Second, AckOldSet: bug}, 0)
+		g.SetAckSet(t0, []int64{2})
+		g.SetAckSet(t0, []int64{2, 3})
+		g.SlaveAcks(t0, []SlaveAck{{2, 100}, {3, 10}})
+		admit(g, t0, "m", 100, true)
+		rd := ready(g)
+		got := rd.Verdicts
+		if len(got) == 0 && !rd.Deadline.IsZero() {
+			g.Tick(rd.Deadline)
+			got = ready(g).Verdicts
+		}
+		want := protocol.StatusFlushSlaveTimeout
+		if bug {
+			want = protocol.StatusOK
+		}
+		if len(got) != 1 || got[0].Status != want {
+			t.Errorf("bug %v: verdicts %v, want one %v", bug, got, want)
+		}
+	}
+}
