@@ -271,7 +271,7 @@ func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {
 func (a *durabilityActor) in(ctx actor.Context, m *haIn) {
 	if a.repl == nil {
 		// A slave's replication port: nobody may replicate from it.
-		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName)})
+		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName), Retry: true})
 		m.conn.Close("replication requested from a slave")
 		return
 	}

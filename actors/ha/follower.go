@@ -186,6 +186,13 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 		case *protocol.HAMetadataRequest:
 			f.rd.Imports = append(f.rd.Imports, m)
 		case *protocol.HARefuseRequest:
+			if m.Retry {
+				// Not a master now (in controller mode, perhaps not yet):
+				// the link closes, and Gone dials again after the backoff.
+				f.status = "the broker dialled is not a master (yet): " + m.Reason
+				f.log.Warn("the master refused this slave for now; dialling again", "reason", m.Reason)
+				continue
+			}
 			f.refused = m.Reason
 			f.status = "master refused replication: " + m.Reason
 			f.log.Error("the master refused this slave; replication stopped until an operator acts", "reason", m.Reason)
