@@ -207,8 +207,7 @@ func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool 
 // storeState is the store as the agent needs it.
 func (a *ctlClientActor) storeState() ctlagent.StoreState {
 	last, _ := a.st.LastEpoch()
-	// The confirm offset is not tracked by the store yet: 0 is "not known".
-	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset()}
+	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset(), ConfirmOffset: a.v.confirmOffset()}
 }
 
 func slaveProgress(ss []protocol.SlaveInfo) []ctlagent.SlaveProgress {
