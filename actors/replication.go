@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -179,6 +180,12 @@ func (a *writerActor) truncateLog(off int64) error {
 	end := a.st.CommitLog().MaxOffset()
 	if err := a.st.RequestTruncate(off); err != nil {
 		return fmt.Errorf("recording the cut of the log (end %d) back to %d: %w", end, off, err)
+	}
+	if a.restart != nil {
+		why := fmt.Sprintf("the log (end %d) must be cut back to %d, the point it shares with the master; the cut is recorded, and the broker restarts on its store now to make it", end, off)
+		a.k.log.Warn("restarting the broker on its store to cut its log", "end", end, "to", off)
+		a.restart(why)
+		return errors.New(why)
 	}
 	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master: the cut is recorded and done when the broker next starts; restart it", end, off)
 }
