@@ -183,27 +183,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
 	restart := make(chan string, 1)
-	env := actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
-		Restart: func(reason string) {
-			select {
-			case restart <- reason:
-			default: // one is enough
-			}
-		},
-		// Blocking storage work (fsync, segment creation, page warming)
-		// runs on its own goroutine and reports back with a message.
-		RunIO: func(fn func()) { go fn() },
-		// An actor that keeps failing, or a broken invariant: stop now,
-		// loudly, rather than serve without it. The abort file stays, so
-		// the next start recovers.
-		Fatal: func(err error) {
-			log.Error("fatal: the broker stops", "err", err)
-			os.Exit(1)
-		},
-		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
-			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
-		}}
-	b := actors.New(actorsConfig(c, sc), env, store, limits)
+	b := actors.New(actorsConfig(c, sc), brokerEnv(log, limits, restart), store, limits)
 	if err := b.Start(); err != nil {
 		store.Close()
 		return false, err
@@ -249,6 +229,31 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (
 		again = waitForStopOr(ctx, log, restart)
 	}
 	return again, stopBroker(srv, ha, b, log)
+}
+
+// brokerEnv is the broker's outside world in production; a restart the
+// broker asks for is sent on restart.
+func brokerEnv(log *slog.Logger, limits protocol.Limits, restart chan<- string) actors.Env {
+	return actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
+		Restart: func(reason string) {
+			select {
+			case restart <- reason:
+			default: // one is enough
+			}
+		},
+		// Blocking storage work (fsync, segment creation, page warming)
+		// runs on its own goroutine and reports back with a message.
+		RunIO: func(fn func()) { go fn() },
+		// An actor that keeps failing, or a broken invariant: stop now,
+		// loudly, rather than serve without it. The abort file stays, so
+		// the next start recovers.
+		Fatal: func(err error) {
+			log.Error("fatal: the broker stops", "err", err)
+			os.Exit(1)
+		},
+		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
+			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
+		}}
 }
 
 // stopBroker stops accepting and drains the connections, then the actors
