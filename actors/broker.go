@@ -125,11 +125,12 @@ func (b *Broker) Start() error {
 	b.p.groups = spawn("groups", func() actor.Actor {
 		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps}
 	})
+	held := b.store.CommitLog().MaxOffset() // before the writer exists: nothing of a role yet
 	b.p.reput = spawn("reput", func() actor.Actor {
 		return &reputActor{k: b.k, store: b.store, p: b.p, syncFlush: b.cfg.FlushDiskType == SyncFlush,
-			interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}
+			controller: b.cfg.EnableControllerMode, held: held, interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}
 	})
-	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial}
+	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial, restart: b.env.Restart}
 	start := b.startRole()
 	// A restarted writer takes the role in force, not the one the broker
 	// started with: the role may have changed at run time.

@@ -129,6 +129,9 @@ type ctlClientActor struct {
 	held   []ctlagent.Request
 	seq    uint64
 	master bool // the agent's last role was master
+	// syncFlush: a slave's copy counts (for joining the SyncStateSet) only
+	// once fsynced, as it does for acknowledgements.
+	syncFlush bool
 	// writable and leaseEnd are the agent's last word on writes.
 	writable bool
 	leaseEnd time.Time
@@ -182,7 +185,7 @@ func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool 
 		a.core.Notified(now)
 	case *ctlSlaves:
 		a.core.Tick(now, a.storeState()) // Slaves judges against the log's end now
-		a.core.Slaves(now, slaveProgress(m.slaves))
+		a.core.Slaves(now, slaveProgress(m.slaves, a.syncFlush))
 	case *ctlRoleApplied:
 		a.core.RoleApplied(now, m.r)
 	case *ctlRoleFailed:
@@ -207,14 +210,20 @@ func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool 
 // storeState is the store as the agent needs it.
 func (a *ctlClientActor) storeState() ctlagent.StoreState {
 	last, _ := a.st.LastEpoch()
-	// The confirm offset is not tracked by the store yet: 0 is "not known".
-	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset()}
+	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset(), ConfirmOffset: a.v.confirmOffset()}
 }
 
-func slaveProgress(ss []protocol.SlaveInfo) []ctlagent.SlaveProgress {
+// slaveProgress is the slaves' progress as the agent counts it: under
+// SYNC_FLUSH a copy is held once fsynced, so a slave joins the SyncStateSet
+// on what it has flushed, as the gate counts its acknowledgements.
+func slaveProgress(ss []protocol.SlaveInfo, syncFlush bool) []ctlagent.SlaveProgress {
 	out := make([]ctlagent.SlaveProgress, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, ctlagent.SlaveProgress{BrokerID: s.BrokerID, Acked: s.AckedOffset, Connected: true})
+		held := s.AckedOffset
+		if syncFlush {
+			held = min(held, s.FlushedOffset)
+		}
+		out = append(out, ctlagent.SlaveProgress{BrokerID: s.BrokerID, Acked: held, Connected: true})
 	}
 	return out
 }
@@ -480,7 +489,8 @@ func (b *Broker) startController(spawn func(string, func() actor.Actor) *actor.P
 	id := ctlIdent{ref: protocol.GroupRef{ClusterName: b.cfg.BrokerClusterName, BrokerName: b.cfg.BrokerName},
 		identity: identity, brokerAddr: addr, haServerAddr: b.cfg.HAServerAddr}
 	pid := spawn("ctlclient", func() actor.Actor {
-		return &ctlClientActor{k: b.k, p: b.p, v: b.v, st: b.store, cfg: cfg, id: id, dial: b.env.Dial, limits: b.limits}
+		return &ctlClientActor{k: b.k, p: b.p, v: b.v, st: b.store, cfg: cfg, id: id, dial: b.env.Dial, limits: b.limits,
+			syncFlush: b.cfg.FlushDiskType == SyncFlush}
 	})
 	if pid == nil {
 		return errors.New("actors: spawn the controller client")

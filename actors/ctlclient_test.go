@@ -490,3 +490,15 @@ func TestControllerModeFailover(t *testing.T) {
 		t.Fatalf("the new master: %v %q", f.Status, f.Remark)
 	}
 }
+
+// TestSlaveProgressCountsFsyncedUnderSyncFlush: under SYNC_FLUSH a slave
+// joins the SyncStateSet on what it has fsynced, not on what it received.
+func TestSlaveProgressCountsFsyncedUnderSyncFlush(t *testing.T) {
+	ss := []protocol.SlaveInfo{{BrokerID: 2, AckedOffset: 500, FlushedOffset: 300}}
+	if got := slaveProgress(ss, true)[0].Acked; got != 300 {
+		t.Errorf("SYNC_FLUSH: held %d, want the fsynced 300", got)
+	}
+	if got := slaveProgress(ss, false)[0].Acked; got != 500 {
+		t.Errorf("ASYNC_FLUSH: held %d, want the received 500", got)
+	}
+}

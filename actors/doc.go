@@ -27,10 +27,10 @@
 //	                                 gate.Mode.Waits       which sends are answered at once (the rest: the gate)
 //	replication.go  writer           ha.Follower           a slave's link: dial, append the master's bytes, report
 //	durability.go   durability       flush.Policy          when to fsync (group commit, or interval)
-//	                                 gate.Gate             when a waiting send is answered, and with which status (the ack set in controller mode)
+//	                                 gate.Gate             when a waiting send is answered, and with which status (the ack set in controller mode); the confirm offset
 //	                                 ha.Replicator         a master's slaves: divergence check, streaming, acks
 //	role.go         role             validRole             the broker's role; runs the delay scheduler on a master
-//	reput.go        reput            dispatch.Reput        what is visible, which queue gets which record, checkpoints
+//	reput.go        reput            dispatch.Reput        what is visible (controller mode: below the confirm offset), which queue gets which record, checkpoints
 //	dispatch.go     dispatch (1/q)   dispatch.Queue        pulls, long polls, read checks (dispatch.Topics)
 //	index.go        index            dispatch.Index/Query  index flush cadence, QUERY_MESSAGE limits
 //	topics.go       topics           meta.Topics           the topic table, topics.json

@@ -73,6 +73,10 @@ type ackSetChanged struct {
 // ackSetTaken answers ackSetChanged.
 type ackSetTaken struct{ seq uint64 }
 
+// slaveFlushed tells a slave's writer (its follower) that the log's flush
+// moved: the follower reports it to the master (controller mode).
+type slaveFlushed struct{}
+
 // gateTick is a gate deadline.
 type gateTick struct{ at time.Time }
 
@@ -90,6 +94,7 @@ type durabilityActor struct {
 	gateArmed time.Time
 	acked     []int64
 	byID      []gate.SlaveAck
+	confirm   int64 // the confirm offset last sent (controller mode, master)
 }
 
 func newDurabilityActor(k *kit, p *pids, v *views, st *storage.Store, cfg Config) *durabilityActor {
@@ -136,6 +141,8 @@ func (a *durabilityActor) Receive(ctx actor.Context) {
 			a.repl.Tick(a.k.now())
 			a.drainRepl(ctx)
 		}
+		a.confirm = -1 // again: a restarted Reput actor waits for it
+		a.publishConfirm()
 		a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
 	case *metaSnapshot:
 		if a.repl != nil {
@@ -220,6 +227,30 @@ func (a *durabilityActor) drainGate() {
 		a.gateArmed = rd.Deadline
 		a.k.after(rd.Deadline.Sub(a.k.now()), a.self, &gateTick{at: rd.Deadline})
 	}
+	a.publishConfirm()
+}
+
+// publishConfirm hands a master's confirm offset (controller mode), when
+// it moved, to the Reput actor (consumers see nothing past it), to the
+// replicator (transfers carry it) and to the controller heartbeat. Every
+// input of the gate that can move it ends in drainGate, which calls this.
+// The floor is the start of the master's newest epoch: the writer records
+// its epoch at its log's end before the epoch's first write, so what lies
+// below is what this broker held when it was elected (an older epoch's
+// start, before the writer recorded its own, is lower: never unsafe).
+func (a *durabilityActor) publishConfirm() {
+	if !a.cfg.EnableControllerMode || a.repl == nil {
+		return // a slave's limit comes from its writer
+	}
+	last, _ := a.st.LastEpoch()
+	c := a.gate.Confirm(a.st.CommitLog().MaxOffset(), last.StartOffset)
+	if c == a.confirm {
+		return
+	}
+	a.confirm = c
+	a.repl.SetConfirmOffset(c)
+	a.v.publishConfirm(c)
+	a.k.send(a.p.reput, &confirmMoved{offset: c})
 }
 
 // startFlush runs one fsync of the log up to target, off the actor.
@@ -240,6 +271,9 @@ func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 	}
 	if a.cfg.FlushDiskType == SyncFlush {
 		ctx.Send(a.p.reput, &logFlushed{offset: m.flushed})
+	}
+	if a.cfg.EnableControllerMode && a.repl == nil {
+		ctx.Send(a.p.writer, &slaveFlushed{}) // a SYNC_FLUSH master counts this copy once fsynced
 	}
 	a.drainGate()
 	cl := a.st.CommitLog()
@@ -272,7 +306,7 @@ func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {
 func (a *durabilityActor) in(ctx actor.Context, m *haIn) {
 	if a.repl == nil {
 		// A slave's replication port: nobody may replicate from it.
-		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName)})
+		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName), Retry: true})
 		m.conn.Close("replication requested from a slave")
 		return
 	}
@@ -338,7 +372,7 @@ func (a *durabilityActor) drainRepl(ctx actor.Context) {
 func (a *durabilityActor) slaveAcks(ctx actor.Context, slaves []protocol.SlaveInfo) {
 	a.byID = a.byID[:0]
 	for _, s := range slaves {
-		a.byID = append(a.byID, gate.SlaveAck{BrokerID: s.BrokerID, Acked: s.AckedOffset})
+		a.byID = append(a.byID, gate.SlaveAck{BrokerID: s.BrokerID, Acked: s.AckedOffset, Flushed: s.FlushedOffset})
 	}
 	a.gate.SlaveAcks(a.k.now(), a.byID)
 	if a.p.ctl != nil {

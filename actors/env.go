@@ -35,6 +35,13 @@ type Env struct {
 	Logger *slog.Logger
 	// Faults plants bugs for the simulator's self-test; nil in production.
 	Faults *Faults
+	// Restart asks for the broker to be stopped cleanly and started again
+	// on the same store, in the same process: a slave whose log must be
+	// cut back to the point it shares with its master records the cut,
+	// which Open does before any actor runs (storage.Store.RequestTruncate).
+	// nil: the cut waits for the next start, and replication stops until
+	// then.
+	Restart func(reason string)
 	// Fatal is called when an actor keeps panicking (more than its restart
 	// budget) or broke an invariant: the broker cannot be trusted to go on.
 	// Production logs and exits non-zero; the simulator fails the seed.

@@ -96,10 +96,11 @@ func TestDivergedSlaveCutAtRestart(t *testing.T) {
 	defer master.Close()
 	var conn *haConn
 	var handler Handler
+	var restarted string
 	env := Env{Dial: func(addr string, h Handler) (Conn, error) {
 		conn, handler = &haConn{}, h
 		return conn, nil
-	}}
+	}, Restart: func(why string) { restarted = why }}
 	slave := func(c *Config) {
 		c.BrokerRole, c.BrokerID, c.HAMasterAddress = RoleSlave, 1, "127.0.0.1:10912"
 		c.HASendHeartbeatInterval = time.Hour
@@ -137,6 +138,9 @@ func TestDivergedSlaveCutAtRestart(t *testing.T) {
 	}
 	if h.store.CommitLog().MaxOffset() != end {
 		t.Fatalf("the running slave's log changed: %d, was %d", h.store.CommitLog().MaxOffset(), end)
+	}
+	if !strings.Contains(restarted, "cut back") {
+		t.Fatalf("the slave did not ask to be restarted for the cut (Env.Restart got %q)", restarted)
 	}
 	if err := h.stop(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -83,6 +84,11 @@ func (a *writerActor) replication(ctx actor.Context, msg any) {
 	case *haTick:
 		a.haTick(ctx, now)
 		a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+	case *slaveFlushed:
+		if a.fol != nil {
+			a.fol.Flushed()
+			a.drainFollower(ctx)
+		}
 	case *metaSnapshot:
 		if a.link != nil {
 			a.link.Send(&protocol.HAMetadataRequest{Kind: m.kind, Data: m.data})
@@ -104,6 +110,22 @@ func (a *writerActor) haTick(ctx actor.Context, now time.Time) {
 	if a.fol != nil {
 		a.fol.Tick(now)
 		a.drainFollower(ctx)
+	}
+	a.slaveHolds(ctx) // again: a restarted Reput actor waits for it
+}
+
+// slaveHolds lifts the Reput actor's limit to a slave's log end
+// (controller mode): a slave's consumers see what it holds. The writer
+// sends it, not the durability actor, because it is the log's appender:
+// the end it reads has none of its own writes as a master, and the limit
+// reaches the Reput actor before any of them does (one mailbox, FIFO).
+func (a *writerActor) slaveHolds(ctx actor.Context) {
+	if !a.cfg.EnableControllerMode || !a.role.slave() {
+		return
+	}
+	ctx.Send(a.p.reput, &confirmMoved{offset: a.st.CommitLog().MaxOffset()})
+	if a.fol != nil {
+		a.v.publishConfirm(a.fol.ConfirmOffset())
 	}
 }
 
@@ -132,6 +154,7 @@ func (a *writerActor) drainFollower(ctx actor.Context) {
 		ctx.Request(a.p.offsets, &exportOffsets{}) // the reverse path: offsets committed here
 	}
 	if rd.Appended {
+		a.slaveHolds(ctx)
 		a.appended(ctx)
 	}
 	if rd.Truncate {
@@ -157,6 +180,12 @@ func (a *writerActor) truncateLog(off int64) error {
 	end := a.st.CommitLog().MaxOffset()
 	if err := a.st.RequestTruncate(off); err != nil {
 		return fmt.Errorf("recording the cut of the log (end %d) back to %d: %w", end, off, err)
+	}
+	if a.restart != nil {
+		why := fmt.Sprintf("the log (end %d) must be cut back to %d, the point it shares with the master; the cut is recorded, and the broker restarts on its store now to make it", end, off)
+		a.k.log.Warn("restarting the broker on its store to cut its log", "end", end, "to", off)
+		a.restart(why)
+		return errors.New(why)
 	}
 	return fmt.Errorf("the log (end %d) must be cut back to %d, the point it shares with the master: the cut is recorded and done when the broker next starts; restart it", end, off)
 }

@@ -14,6 +14,12 @@ import (
 // consumers see messages as soon as they are in the page cache).
 type logAppended struct{}
 
+// confirmMoved (controller mode) lifts the Reput actor's limit to offset:
+// a master's confirm offset (from the durability actor), a slave's log
+// end (from the writer, which appends its master's bytes). Consumers see
+// nothing past it.
+type confirmMoved struct{ offset int64 }
+
 // queueEntries carries new records of one queue to its DispatchActor.
 type queueEntries struct{ reqs []storage.DispatchRequest }
 
@@ -59,10 +65,15 @@ type checkpointWritten struct{ err error }
 // spawns, one per queue) and the IndexActor, and writes checkpoints once
 // the barrier over all of them completes.
 type reputActor struct {
-	k          *kit
-	store      *storage.Store
-	p          *pids
-	syncFlush  bool
+	k         *kit
+	store     *storage.Store
+	p         *pids
+	syncFlush bool
+	// controller mode: nothing is dispatched past the limit confirmMoved
+	// lifts, which starts at held, the log's end when the broker started
+	// (what it held before any role: a slave's truth).
+	controller bool
+	held       int64
 	interval   time.Duration // flushIntervalConsumeQueue: between checkpoints
 	queueProps func(storage.QueueKey) *actor.Props
 	core       *dispatch.Reput
@@ -77,6 +88,9 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		r.core = dispatch.NewReput(r.syncFlush, r.store.Dispatched(), cl.MaxOffset(), cl.FlushedOffset())
 		r.queues = map[storage.QueueKey]*actor.PID{}
 		r.drops = dispatch.NewDrops()
+		if r.controller {
+			r.core.Limit(r.held)
+		}
 		for _, k := range r.store.Queues() {
 			r.queue(ctx, k)
 		}
@@ -87,6 +101,11 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		r.dispatch(ctx)
 	case *logFlushed:
 		r.core.Flushed(m.offset)
+		r.dispatch(ctx)
+	case *confirmMoved:
+		// Dispatching wakes the pulls held for the queues it feeds: a long
+		// poll wakes when the confirm offset moves, not at the append.
+		r.core.Limit(m.offset)
 		r.dispatch(ctx)
 	case *pullMsg:
 		r.toQueue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}, m)

@@ -40,6 +40,11 @@ type views struct {
 	// ackSet is the broker ids a SYNC send waits for (controller mode),
 	// published by the controller client for the durability actor.
 	ackSet atomic.Pointer[[]int64]
+	// confirm is how far this broker's log is confirmed (controller
+	// mode: a master's confirm offset, a slave's as its master last said),
+	// for the controller heartbeat. Published by the durability actor on a
+	// master, by the writer on a slave.
+	confirm atomic.Int64
 }
 
 // fence is the controller client's word on sends: refused with why, or,
@@ -48,6 +53,10 @@ type fence struct {
 	why   string
 	until time.Time
 }
+
+func (v *views) publishConfirm(off int64) { v.confirm.Store(off) }
+
+func (v *views) confirmOffset() int64 { return v.confirm.Load() }
 
 // publishFence sets why sends are refused ("": they are not, until until).
 func (v *views) publishFence(why string, until time.Time) {

@@ -33,6 +33,8 @@ type writerDeps struct {
 	cfg    Config // the role fields are the start's; the actor's role state wins
 	limits protocol.Limits
 	dialer func(addr string, h Handler) (Conn, error)
+	// restart is Env.Restart (nil: none).
+	restart func(reason string)
 }
 
 // segmentPrepared reports a segment created ahead of need off the writer.

@@ -43,7 +43,7 @@ func requestCases() []Request {
 		&HeartbeatRequest{ClientID: "10.0.0.9@123", ProducerGroups: []string{"pg"},
 			ConsumerGroups: []ConsumerGroupInfo{{Group: "cg", ConsumeFromWhere: "LAST_OFFSET",
 				Subscriptions: []Subscription{{Topic: "orders", Expression: "*"}}}}},
-		&HAReportRequest{BrokerName: "broker-a", BrokerID: 1, MaxOffset: 1 << 33, MinOffset: 1 << 30, TailCRC: 0xDEADBEEF, TailLen: 4096, SegmentSize: 1 << 30},
+		&HAReportRequest{BrokerName: "broker-a", BrokerID: 1, MaxOffset: 1 << 33, MinOffset: 1 << 30, TailCRC: 0xDEADBEEF, TailLen: 4096, SegmentSize: 1 << 30, FlushedOffset: 1<<33 - 4096},
 		&HAReportRequest{BrokerName: "broker-a", BrokerID: 2, MaxOffset: 1 << 33, Epoch: 7, Epochs: []HAEpoch{{1, 0}, {7, 1 << 32}}},
 		&HATransferRequest{Offset: 1 << 30, MasterMaxOffset: 1<<30 + 9, Data: []byte("recordbytes")},
 		&HATransferRequest{Offset: 1 << 30, MasterMaxOffset: 1<<30 + 9, Epoch: 3, EpochStartOffset: 1 << 29, ConfirmOffset: 1 << 30, Data: []byte("recordbytes")},

@@ -6,9 +6,10 @@ import "fmt"
 // same frames as client traffic. All are oneway: the stream itself is the
 // acknowledgement.
 const (
-	// HA_REPORT (slave -> master): the slave's CommitLog end, sent on
-	// connect, after every appended transfer and as a heartbeat. It
-	// acknowledges every byte below MaxOffset.
+	// HA_REPORT (slave -> master): the slave's CommitLog end and how far
+	// it is fsynced, sent on connect, after every appended transfer, after
+	// a flush (controller mode) and as a heartbeat. It acknowledges every
+	// byte below MaxOffset, and every byte below FlushedOffset as durable.
 	CodeHAReport Code = 4101
 	// HA_TRANSFER (master -> slave): whole CommitLog records (and blank
 	// segment fillers) starting at Offset, in the frame body.
@@ -58,6 +59,10 @@ type HAReportRequest struct {
 	// Epochs, on the first report of a slave that has any, are its epoch
 	// entries: the master answers HA_EPOCHS instead of streaming.
 	Epochs []HAEpoch `msgpack:"epochs,omitempty"`
+	// FlushedOffset is how far the slave's log is fsynced (<= MaxOffset).
+	// Under controller mode a SYNC_FLUSH master counts the slave's copy
+	// of a send only once it is below FlushedOffset.
+	FlushedOffset int64 `msgpack:"flushedOffset"`
 }
 
 // HATransferRequest carries log bytes at Offset (the frame body), all of
@@ -98,9 +103,14 @@ func (r *HAMetadataRequest) decodeBody(body []byte, lim Limits) error {
 	return nil
 }
 
-// HARefuseRequest tells a slave why the master refuses it.
+// HARefuseRequest tells a slave why the master refuses it. Retry marks a
+// refusal that may pass (the broker dialled is not a master now: in
+// controller mode, one the controller just made master may not have taken
+// the role yet): the slave dials again after its backoff. Without it the
+// refusal stands until an operator acts (a diverged log).
 type HARefuseRequest struct {
 	Reason string `msgpack:"reason"`
+	Retry  bool   `msgpack:"retry,omitempty"`
 }
 
 // HAEpochsRequest is the master's epoch entries and its log's end.

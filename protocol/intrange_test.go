@@ -65,7 +65,7 @@ var requestInts = map[Code]map[string]intKind{
 	CodeDescribeConsumerGroup:    {},
 	CodeUpdateBrokerRole:         {"brokerId": kInt64},
 	CodeHAReport: {"brokerId": kInt64, "maxOffset": kInt64, "minOffset": kInt64, "tailCrc": kUint32,
-		"tailLen": kInt32, "segmentSize": kInt64, "epoch": kInt32, "epochs[0].epoch": kInt32, "epochs[0].startOffset": kInt64},
+		"tailLen": kInt32, "segmentSize": kInt64, "epoch": kInt32, "epochs[0].epoch": kInt32, "epochs[0].startOffset": kInt64, "flushedOffset": kInt64},
 	CodeHATransfer:            {"offset": kInt64, "masterMaxOffset": kInt64, "epoch": kInt32, "epochStartOffset": kInt64, "confirmOffset": kInt64},
 	CodeHAMetadata:            {"version": kInt64},
 	CodeHARefuse:              {},

@@ -350,8 +350,11 @@ type SlaveInfo struct {
 	Address     string `msgpack:"address"`
 	BrokerID    int64  `msgpack:"brokerId"`
 	AckedOffset int64  `msgpack:"ackedOffset"` // every byte below is on the slave
-	LagBytes    int64  `msgpack:"lagBytes"`
-	InSync      bool   `msgpack:"inSync"` // lag within haMaxGapNotInSync
+	// FlushedOffset: every byte below is fsynced on the slave (its
+	// HA_REPORT's flushedOffset; <= AckedOffset).
+	FlushedOffset int64 `msgpack:"flushedOffset"`
+	LagBytes      int64 `msgpack:"lagBytes"`
+	InSync        bool  `msgpack:"inSync"` // lag within haMaxGapNotInSync
 }
 
 // ---- HEART_BEAT (34) ----

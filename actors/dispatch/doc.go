@@ -3,7 +3,9 @@
 // package actors decide, without the actors.
 //
 //   - Reput: the reput position and how far the log is visible (under
-//     SYNC_FLUSH only what is flushed), the grouping of new records into
+//     SYNC_FLUSH only what is flushed; under controller mode only what is
+//     below the limit: a master's confirm offset, a slave's log end), the
+//     grouping of new records into
 //     per-queue batches in (topic, queue) order, and the checkpoint barrier
 //     over every queue owner and the index.
 //   - Queue: one ConsumeQueue's pulls: which answer a pull gets, which pulls

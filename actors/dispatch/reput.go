@@ -46,7 +46,8 @@ type Checkpoint struct {
 // Reput owns the reput position: how far the log has been handed to the
 // queues and the index, and how far it may be (visible). Under SYNC_FLUSH
 // only flushed records are visible, so no consumer ever sees a message the
-// broker could lose. It also runs the checkpoint barrier: a checkpoint
+// broker could lose; under controller mode, on a master, only what is
+// below the confirm offset (Limit). It also runs the checkpoint barrier: a checkpoint
 // covers a position once every queue owner and the index flushed what they
 // were sent before the barrier (their mailboxes are FIFO).
 type Reput struct {
@@ -55,6 +56,10 @@ type Reput struct {
 	visible   int64
 	lastTs    int64 // store time of the last record dispatched
 	lastBatch int   // records in the last dispatch, to size the next
+	// limited: controller mode, where nothing at or past limit (the
+	// confirm offset, or what the broker holds as a slave) is dispatched.
+	limited bool
+	limit   int64
 
 	barrier  int64 // id of the checkpoint in progress, 0 if none
 	seq      int64
@@ -102,8 +107,28 @@ func (r *Reput) LogStart(off int64) {
 // that a stopped owner never wrote.
 func (r *Reput) Confirmed() (pos, lastTs int64) { return r.confirmed, r.confirmedTs }
 
+// Limit (controller mode): nothing at or past off is dispatched until a
+// later Limit lifts it. The limit never moves back (what consumers saw
+// stays seen): the broker moves it to the confirm offset as a master, to
+// its log's end as a slave.
+func (r *Reput) Limit(off int64) {
+	if !r.limited || off > r.limit {
+		r.limit = off
+	}
+	r.limited = true
+}
+
+// upTo is how far records may be dispatched: the visible ones, below the
+// limit if there is one.
+func (r *Reput) upTo() int64 {
+	if r.limited {
+		return min(r.visible, r.limit)
+	}
+	return r.visible
+}
+
 // Pending reports whether visible records wait to be dispatched.
-func (r *Reput) Pending() bool { return r.visible > r.pos }
+func (r *Reput) Pending() bool { return r.upTo() > r.pos }
 
 // Appended: the log now ends at logEnd (ignored under SYNC_FLUSH, where
 // only Flushed makes records visible).
@@ -125,14 +150,15 @@ func (r *Reput) Flushed(off int64) {
 // not be decoded further (the shell then stops and reports it).
 func (r *Reput) Dispatch(log Log) (Batch, error) {
 	var b Batch
-	if r.visible <= r.pos {
+	upTo := r.upTo()
+	if upTo <= r.pos {
 		return b, nil
 	}
 	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
 	b.All = make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4) // sized like the last batch: no regrowth
 	topic := ""
 	del := log.Deleted()
-	next, err := log.ForEachRecord(r.pos, r.visible, false, func(off int64, rec *storage.Record) error {
+	next, err := log.ForEachRecord(r.pos, upTo, false, func(off int64, rec *storage.Record) error {
 		if del.Covers(rec.Topic, off) {
 			return nil // a deleted topic's record
 		}
@@ -151,8 +177,9 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	r.lastBatch = len(b.All)
 	// Queue owners and the checkpoint trust the position: moving it back
 	// would dispatch records twice, past visible would show consumers
-	// records the broker could still lose (SYNC_FLUSH).
-	invariant.Check3(next >= r.pos && next <= r.visible, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, r.visible)
+	// records the broker could still lose (SYNC_FLUSH, or an unconfirmed
+	// record under controller mode).
+	invariant.Check3(next >= r.pos && next <= upTo, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, upTo)
 	r.pos = next
 	return b, err
 }

@@ -64,6 +64,15 @@ func TestReputVisibility(t *testing.T) {
 		{"nothing visible, nothing read", true, 0, nil, "all:0", 0, 0, 0},
 		{"a log starting later is read from its start", false, 0, func(r *Reput) { r.LogStart(50) }, "a-0:1 b-0:2 all:3", 80, 1070, 1},
 		{"a log start below the position changes nothing", false, 0, func(r *Reput) { r.Dispatch(log); r.LogStart(40) }, "all:0", 80, 1070, 1},
+		// Controller mode: nothing past the limit (the confirm offset).
+		{"a limit holds back the log end", false, 0, func(r *Reput) { r.Limit(40) }, "a-0:1 a-1:1 b-0:2 all:4", 40, 1030, 1},
+		{"a limit below the flush holds it back", true, 60, func(r *Reput) { r.Limit(20) }, "a-1:1 b-0:1 all:2", 20, 1010, 1},
+		{"the flush below the limit holds it back", true, 30, func(r *Reput) { r.Limit(70) }, "a-0:1 a-1:1 b-0:1 all:3", 30, 1020, 1},
+		{"a limit of nothing dispatches nothing", false, 0, func(r *Reput) { r.Limit(0) }, "all:0", 0, 0, 0},
+		{"a limit never moves back", false, 0, func(r *Reput) { r.Limit(50); r.Limit(10) }, "a-0:1 a-1:2 b-0:2 all:5", 50, 1040, 1},
+		{"the limit moves: what it frees is dispatched", false, 0, func(r *Reput) { r.Limit(20); r.Dispatch(log); r.Limit(60) },
+			"a-0:2 a-1:1 b-0:1 all:4", 60, 1050, 2},
+		{"an append past the limit is held", false, 0, func(r *Reput) { r.Limit(30); r.Appended(80) }, "a-0:1 a-1:1 b-0:1 all:3", 30, 1020, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,7 +13,9 @@
 //	                                                          missing, else FLUSH_SLAVE_TIMEOUT
 //	controller mode               every id of the ack set     FLUSH_SLAVE_TIMEOUT (slaveTimeout),
 //	                              acked end (+ the flush      FLUSH_DISK_TIMEOUT as above
-//	                              under SYNC_FLUSH)
+//	                              under SYNC_FLUSH, and then
+//	                              each member's copy counts
+//	                              only once it is fsynced)
 //
 // where copies(end) counts the master and every slave that acknowledged
 // end. A send that does not wait (WAIT=false, or oneway) is answered OK at
@@ -32,4 +34,10 @@
 // a proposed one while a change is in flight) replaces inSyncReplicas: a
 // send waits for each member by broker id (SlaveAcks), an empty set means
 // the master alone, and there is no SLAVE_NOT_AVAILABLE at admission.
+//
+// Under controller mode the gate also gives the confirm offset (Confirm):
+// how far the master and every member of the ack set hold the log as the
+// mode requires (fsynced under SYNC_FLUSH, appended otherwise), never
+// below the start of the master's epoch and never moving back. The
+// master's consumers see nothing past it.
 package gate

@@ -43,6 +43,7 @@ func (m Mode) replicated() bool { return m.SyncMaster || m.Controller }
 type SlaveAck struct {
 	BrokerID int64
 	Acked    int64 // every byte below is on the slave
+	Flushed  int64 // every byte below is fsynced on the slave (<= Acked)
 }
 
 // Verdict is the answer to one admitted send.
@@ -78,6 +79,7 @@ type Gate struct {
 	inSync   int        // slaves within haMaxGapNotInSync
 	ackSet   []int64    // controller mode: the slaves every send waits for
 	byID     []SlaveAck // controller mode: each connected slave's acknowledged offset
+	confirm  int64      // controller mode: the confirm offset (Confirm), never moving back
 	waiting  []waiter
 	out      []Verdict
 	stopped  bool
@@ -255,22 +257,55 @@ func (g *Gate) copies(end int64) int {
 	return n
 }
 
-// setHas reports whether every slave of the ack set acknowledged end. A
-// member not connected has acknowledged nothing.
+// setHas reports whether every slave of the ack set holds end as the
+// mode requires (holds).
 func (g *Gate) setHas(end int64) bool {
 	for _, id := range g.ackSet {
-		ok := false
-		for _, a := range g.byID {
-			if a.BrokerID == id && a.Acked >= end {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+		if g.holds(id) < end {
 			return false
 		}
 	}
 	return true
+}
+
+// holds is how far slave id holds the log as the mode requires: under
+// SYNC_FLUSH its fsynced copy (the master promises a flushed message, so
+// a copy in the slave's page cache, lost with its power, is not one),
+// else its appended copy. A member not connected holds nothing; one
+// connected twice (a reconnect not yet noticed) holds the better copy.
+func (g *Gate) holds(id int64) int64 {
+	var h int64
+	for _, a := range g.byID {
+		switch {
+		case a.BrokerID != id:
+		case g.mode.SyncFlush:
+			h = max(h, a.Flushed)
+		default:
+			h = max(h, a.Acked)
+		}
+	}
+	return h
+}
+
+// Confirm is the confirm offset under controller mode: how far the master
+// (its log ends at logEnd) and every slave of the ack set hold the log as
+// the mode requires (the master's flush under SYNC_FLUSH, its log end
+// otherwise). Consumers see nothing past it: a message below it survives
+// the election of any member of the SyncStateSet. floor is where the
+// master's epoch began: what it held when it was elected is the truth of
+// its epoch, confirmed or not. The offset never moves back: what
+// consumers saw stays seen, even when the set grows by a member still
+// catching up.
+func (g *Gate) Confirm(logEnd, floor int64) int64 {
+	c := logEnd
+	if g.mode.SyncFlush {
+		c = min(c, g.flushed)
+	}
+	for _, id := range g.ackSet {
+		c = min(c, g.holds(id))
+	}
+	g.confirm = max(g.confirm, c, min(floor, logEnd))
+	return g.confirm
 }
 
 // release answers every waiter whose promise holds (or can no longer).

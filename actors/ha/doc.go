@@ -10,11 +10,16 @@
 // shell reports the connection gone. The Replicator
 // streams log records with at most Window bytes unacknowledged per slave,
 // closes slaves silent for HousekeepingInterval, and reports every slave's
-// acknowledged offset (Acked) to the acknowledgement gate.
+// acknowledged offset (Acked) and flushed offset (Slaves) to the
+// acknowledgement gate; every transfer carries the master's confirm
+// offset (SetConfirmOffset).
 //
 // Follower is the slave's side: the link to its master (dial, backoff,
 // heartbeats, housekeeping), appending what the master sends at the same
-// offsets, and reporting its log end, which acknowledges it.
+// offsets, and reporting its log end, which acknowledges it, and how far
+// the log is fsynced (again after each flush: Flushed), which a SYNC_FLUSH
+// master in controller mode waits for. It keeps the master's confirm
+// offset as the transfers carry it (ConfirmOffset).
 //
 // Epochs (controller mode; storage's epoch file): a slave whose log has
 // epoch entries sends them on its link's first report; the master answers

@@ -76,6 +76,9 @@ type Follower struct {
 	refused   string
 	status    string
 	masterMax int64
+	confirm   int64 // the master's confirm offset, as its last transfer said
+	// reportedFlushed is the flushed offset the last report carried.
+	reportedFlushed int64
 	// handshake: the link's first report carried this log's epoch
 	// entries; nothing is appended until the master's answer is settled
 	// (truncating: the shell is cutting the log).
@@ -108,6 +111,10 @@ func (f *Follower) Status() string { return f.status }
 
 // MasterMaxOffset is the master's log end as last heard.
 func (f *Follower) MasterMaxOffset() int64 { return f.masterMax }
+
+// ConfirmOffset is how far this log is confirmed: the master's confirm
+// offset as last heard (0: not known), never past this log's end.
+func (f *Follower) ConfirmOffset() int64 { return min(f.confirm, f.st.CommitLog().MaxOffset()) }
 
 // Link is the current link's connection id (0: none).
 func (f *Follower) Link() uint64 { return f.link }
@@ -189,6 +196,13 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 		case *protocol.HAMetadataRequest:
 			f.rd.Imports = append(f.rd.Imports, m)
 		case *protocol.HARefuseRequest:
+			if m.Retry {
+				// Not a master now (in controller mode, perhaps not yet):
+				// the link closes, and Gone dials again after the backoff.
+				f.status = "the broker dialled is not a master (yet): " + m.Reason
+				f.log.Warn("the master refused this slave for now; dialling again", "reason", m.Reason)
+				continue
+			}
 			f.refused = m.Reason
 			f.status = "master refused replication: " + m.Reason
 			f.log.Error("the master refused this slave; replication stopped until an operator acts", "reason", m.Reason)
@@ -272,6 +286,7 @@ func (f *Follower) transfer(m *protocol.HATransferRequest) bool {
 		return false
 	}
 	f.masterMax = m.MasterMaxOffset
+	f.confirm = max(f.confirm, m.ConfirmOffset)
 	if cl.Empty() && m.Offset > 0 {
 		if err := f.st.StartAt(m.Offset); err != nil {
 			f.fail(fmt.Sprintf("start the empty log at the master's offset %d: %v", m.Offset, err))
@@ -334,7 +349,22 @@ func (f *Follower) Tick(now time.Time) {
 	}
 }
 
-// report tells the master where this log ends (and acknowledges it).
+// Flushed reports that this log's flush moved (the flush owner calls it
+// after each fsync): the master learns at once, since a SYNC_FLUSH master
+// under controller mode counts this copy only as far as it is fsynced.
+// Nothing is reported without a link or while the epoch handshake runs
+// (its own reports follow).
+func (f *Follower) Flushed() {
+	if f.link == 0 || f.handshake || f.truncating || f.refused != "" {
+		return
+	}
+	if f.st.CommitLog().FlushedOffset() > f.reportedFlushed {
+		f.report()
+	}
+}
+
+// report tells the master where this log ends (and acknowledges it) and
+// how far it is fsynced.
 func (f *Follower) report() {
 	cl := f.st.CommitLog()
 	crc, n := cl.TailCRC(TailLen)
@@ -348,5 +378,9 @@ func (f *Follower) report() {
 	if f.handshake {
 		r.Epochs = toWire(f.st.Epochs())
 	}
+	// Read after the end: the flush never passes the end, so the report
+	// never claims durable bytes it does not hold.
+	r.FlushedOffset = min(cl.FlushedOffset(), r.MaxOffset)
+	f.reportedFlushed = r.FlushedOffset
 	f.rd.Sends = append(f.rd.Sends, r)
 }

@@ -290,6 +290,24 @@ func TestFollowerRefuse(t *testing.T) {
 	}
 }
 
+// TestFollowerRefuseRetry: a refusal marked retry (the broker dialled is
+// not a master yet) closes the link, and the slave dials again after its
+// backoff.
+func TestFollowerRefuseRetry(t *testing.T) {
+	f := linked(t, openStore(t, smallSeg), 3)
+	f.Receive(t0, 3, []protocol.Request{&protocol.HARefuseRequest{Reason: "broker b is a slave; replicate from its master", Retry: true}})
+	f.Ready()
+	f.Gone(3)
+	rd := f.Ready()
+	if rd.RetryIn <= 0 {
+		t.Fatalf("a retryable refusal is not retried: %+v (status %q)", rd, f.Status())
+	}
+	f.Reconnect(t0.Add(rd.RetryIn))
+	if rd := f.Ready(); !rd.Dial {
+		t.Fatalf("no dial after the backoff: %+v", rd)
+	}
+}
+
 // TestFollowerTick: the heartbeat reports (acknowledging) and asks for
 // the offsets export every MetadataInterval; a master silent for
 // HousekeepingInterval gets its link closed.

@@ -59,6 +59,7 @@ type peer struct {
 	addr      string
 	brokerID  int64
 	acked     int64 // every byte below is on the slave
+	flushed   int64 // every byte below is fsynced on the slave
 	sent      int64 // next offset to send
 	lastHeard time.Time
 }
@@ -116,7 +117,13 @@ func (r *Replicator) Report(now time.Time, id uint64, addr string, m *protocol.H
 			r.refuse(id, addr, reason)
 			return
 		}
-		p = &peer{addr: addr, brokerID: m.BrokerID, acked: start, sent: start}
+		// Below start an empty slave holds nothing and never will: as
+		// for acked, nothing there is waited for.
+		flushed := min(m.FlushedOffset, start)
+		if m.MaxOffset == 0 && m.MinOffset == 0 {
+			flushed = start
+		}
+		p = &peer{addr: addr, brokerID: m.BrokerID, acked: start, flushed: flushed, sent: start}
 		r.peers[id] = p
 		r.log.Info("slave connected", "slave", addr, "brokerId", m.BrokerID, "from", start, "master_end", r.cl.MaxOffset())
 	} else {
@@ -124,7 +131,12 @@ func (r *Replicator) Report(now time.Time, id uint64, addr string, m *protocol.H
 			r.refuse(id, addr, fmt.Sprintf("the slave acknowledged offset %d, but only %d was sent", m.MaxOffset, p.sent))
 			return
 		}
+		if m.FlushedOffset > m.MaxOffset {
+			r.refuse(id, addr, fmt.Sprintf("the slave reported offset %d flushed, past its log's end %d", m.FlushedOffset, m.MaxOffset))
+			return
+		}
 		p.acked = max(p.acked, m.MaxOffset)
+		p.flushed = max(p.flushed, m.FlushedOffset)
 	}
 	p.lastHeard = now
 	r.pump(id, p)
@@ -249,7 +261,7 @@ func (r *Replicator) Slaves() []protocol.SlaveInfo {
 	infos := make([]protocol.SlaveInfo, 0, len(r.peers))
 	for _, id := range r.ids() {
 		p := r.peers[id]
-		infos = append(infos, protocol.SlaveInfo{Address: p.addr, BrokerID: p.brokerID, AckedOffset: p.acked,
+		infos = append(infos, protocol.SlaveInfo{Address: p.addr, BrokerID: p.brokerID, AckedOffset: p.acked, FlushedOffset: p.flushed,
 			LagBytes: end - p.acked, InSync: end-p.acked <= r.cfg.MaxGapNotInSync})
 	}
 	return infos

@@ -99,7 +99,7 @@ func TestBenchClusterJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, err := runBenchCLI(t, "bench", "--scenario", "cluster", "--json",
-		"--duration", "200ms", "--warmup", "100ms", "--settle", "200ms", "--route-rounds", "3", "--ab-rounds", "1",
+		"--duration", "500ms", "--warmup", "300ms", "--settle", "200ms", "--route-rounds", "3", "--ab-rounds", "1",
 		"--store-dir", t.TempDir(), "--wharf-bin", exe,
 		"--broker-arg=--mappedFileSizeCommitLog=67108864", "--broker-arg=--warmMapedFileEnable=false")
 	if err != nil {

@@ -143,7 +143,21 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	return a
 }
 
+// runBroker runs the broker until a signal or ctx ends it. A broker that
+// asks for it (a slave whose log must be cut back to its master's, in
+// controller mode: actors.Env.Restart) is stopped cleanly and started
+// again on the same store, which Open cuts first.
 func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error {
+	for {
+		again, err := runBrokerOnce(ctx, c, log)
+		if err != nil || !again {
+			return err
+		}
+		log.Info("starting the broker again on its store")
+	}
+}
+
+func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (again bool, err error) {
 	sc := c.StoreConfig()
 	tuneGC(log)
 	log.Info("opening store", "dir", sc.StorePathRootDir)
@@ -153,7 +167,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		if errors.Is(err, storage.ErrCorrupt) {
 			log.Error("the store is corrupt; refusing to start rather than lose or invent data", "err", err)
 		}
-		return err
+		return false, err
 	}
 	log.Info("store recovered", "took", time.Since(started).Round(time.Millisecond), "report", rep.String())
 	// Refuse to start rather than forget topics or committed offsets: a
@@ -162,13 +176,71 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		storage.SubscriptionGroupsFile: &storage.SubscriptionGroupTable{}, actors.DelayOffsetsFile: &map[string]any{}} {
 		if _, err := storage.LoadJSON(store.FS(), store.ConfigPath(name), v); err != nil {
 			store.Close()
-			return fmt.Errorf("config file %s and its backup are damaged; repair or remove them (removing loses what they hold): %w", store.ConfigPath(name), err)
+			return false, fmt.Errorf("config file %s and its backup are damaged; repair or remove them (removing loses what they hold): %w", store.ConfigPath(name), err)
 		}
 	}
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
-	env := actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
+	restart := make(chan string, 1)
+	b := actors.New(actorsConfig(c, sc), brokerEnv(log, limits, restart), store, limits)
+	if err := b.Start(); err != nil {
+		store.Close()
+		return false, err
+	}
+	// The replication port listens in every role: a slave may be
+	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
+	// slaves until then.
+	haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
+	ha := netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
+		MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
+	if err := ha.Start(); err != nil {
+		b.Stop()
+		return false, fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
+	}
+	addr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.ListenPort)
+	srv := netio.NewServer(b, netio.Options{
+		Addr:             addr,
+		Limits:           limits,
+		MaxOutboundBytes: int(c.MaxOutboundBytes),
+		Logger:           log,
+		IdleTimeout:      c.ServerChannelMaxIdleTimeSeconds.Duration(),
+	})
+	if err := srv.Start(); err != nil {
+		ha.Stop(context.Background())
+		b.Stop()
+		return false, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
+		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
+		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
+	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		fmt.Printf("\nWharf broker listening on %s (Ctrl-C to stop). Try, in another terminal:\n"+
+			"  bin/wharf produce --broker %s --topic demo --count 1000 --size 256\n"+
+			"  bin/wharf consume --broker %s --topic demo --group demo-group --from first --idle-exit 3s\n\n",
+			srv.Addr(), srv.Addr(), srv.Addr())
+	}
+
+	select {
+	case why := <-restart:
+		log.Warn("the broker stops to start again on its store", "reason", why)
+		again = true
+	default:
+		again = waitForStopOr(ctx, log, restart)
+	}
+	return again, stopBroker(srv, ha, b, log)
+}
+
+// brokerEnv is the broker's outside world in production; a restart the
+// broker asks for is sent on restart.
+func brokerEnv(log *slog.Logger, limits protocol.Limits, restart chan<- string) actors.Env {
+	return actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
+		Restart: func(reason string) {
+			select {
+			case restart <- reason:
+			default: // one is enough
+			}
+		},
 		// Blocking storage work (fsync, segment creation, page warming)
 		// runs on its own goroutine and reports back with a message.
 		RunIO: func(fn func()) { go fn() },
@@ -182,48 +254,12 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 		Dial: func(addr string, h actors.Handler) (actors.Conn, error) {
 			return netio.Dial(addr, h, netio.DialOptions{Limits: limits, Logger: log})
 		}}
-	b := actors.New(actorsConfig(c, sc), env, store, limits)
-	if err := b.Start(); err != nil {
-		store.Close()
-		return err
-	}
-	// The replication port listens in every role: a slave may be
-	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
-	// slaves until then.
-	haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
-	ha := netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
-		MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
-	if err := ha.Start(); err != nil {
-		b.Stop()
-		return fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
-	}
-	addr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.ListenPort)
-	srv := netio.NewServer(b, netio.Options{
-		Addr:             addr,
-		Limits:           limits,
-		MaxOutboundBytes: int(c.MaxOutboundBytes),
-		Logger:           log,
-		IdleTimeout:      c.ServerChannelMaxIdleTimeSeconds.Duration(),
-	})
-	if err := srv.Start(); err != nil {
-		ha.Stop(context.Background())
-		b.Stop()
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
-		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
-		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
-	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-		fmt.Printf("\nWharf broker listening on %s (Ctrl-C to stop). Try, in another terminal:\n"+
-			"  bin/wharf produce --broker %s --topic demo --count 1000 --size 256\n"+
-			"  bin/wharf consume --broker %s --topic demo --group demo-group --from first --idle-exit 3s\n\n",
-			srv.Addr(), srv.Addr(), srv.Addr())
-	}
+}
 
-	waitForStop(ctx, log)
-	// Stop accepting and drain the connections, then the actors (writes,
-	// flush, dispatch, offsets), then the store: a clean checkpoint and no
-	// abort file.
+// stopBroker stops accepting and drains the connections, then the actors
+// (writes, flush, dispatch, offsets), then the store: a clean checkpoint
+// and no abort file.
+func stopBroker(srv, ha *netio.Server, b *actors.Broker, log *slog.Logger) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/actors/controller"
@@ -112,17 +113,8 @@ the peers. Every setting is a flag named as RocketMQ's controller key.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.ControllerPeers, "controllerPeers", c.ControllerPeers, `every node, "ID-HOST:PORT;..." (the same list on each node)`)
-	f.StringVar(&c.ControllerSelfID, "controllerSelfId", c.ControllerSelfID, "this node's ID in --controllerPeers; it listens on its entry's port")
-	f.StringVar(&c.StorePathRootDir, "storePathRootDir", c.StorePathRootDir, "directory of the raft log (under controller/)")
+	c.addFlags(f, true)
 	f.StringVar(&c.BindAddress, "bindAddress", c.BindAddress, "host to listen on (default: the host of this node's entry)")
-	f.Int64Var(&c.ControllerHeartBeatTimeoutMills, "controllerHeartBeatTimeoutMills", c.ControllerHeartBeatTimeoutMills,
-		"a broker silent that long is dead; a new controller leader waits that long before electing (ms)")
-	f.BoolVar(&c.EnableElectUncleanMaster, "enableElectUncleanMaster", c.EnableElectUncleanMaster,
-		"with no live SyncStateSet member, elect any live replica (may lose acknowledged messages)")
-	f.Int64Var(&c.ElectionTimeoutMillis, "electionTimeoutMillis", c.ElectionTimeoutMillis, "raft election timeout (ms; randomized up to twice that)")
-	f.Int64Var(&c.TickIntervalMillis, "tickIntervalMillis", c.TickIntervalMillis, "raft tick (ms)")
-	f.Uint64Var(&c.SnapshotEvery, "snapshotEvery", c.SnapshotEvery, "compact the raft log every this many applied entries")
 	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
 		"close a connection idle that long (0: never)")
 	f.IntVar(&c.MaxFrameSize, "maxFrameSize", c.MaxFrameSize, "largest frame accepted (bytes)")
@@ -130,6 +122,24 @@ the peers. Every setting is a flag named as RocketMQ's controller key.`,
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.AddCommand(newControllerStatusCmd())
 	root.AddCommand(cmd)
+}
+
+// addFlags registers the controller's own keys; withStore also the store
+// directory (a name server with an embedded controller has its own
+// storePathRootDir flag).
+func (c *controllerConfig) addFlags(f *pflag.FlagSet, withStore bool) {
+	f.StringVar(&c.ControllerPeers, "controllerPeers", c.ControllerPeers, `every controller node, "ID-HOST:PORT;..." (the same list on each node)`)
+	f.StringVar(&c.ControllerSelfID, "controllerSelfId", c.ControllerSelfID, "this node's ID in --controllerPeers; it listens on its entry's port")
+	if withStore {
+		f.StringVar(&c.StorePathRootDir, "storePathRootDir", c.StorePathRootDir, "directory of the raft log (under controller/)")
+	}
+	f.Int64Var(&c.ControllerHeartBeatTimeoutMills, "controllerHeartBeatTimeoutMills", c.ControllerHeartBeatTimeoutMills,
+		"a broker silent that long is dead; a new controller leader waits that long before electing (ms)")
+	f.BoolVar(&c.EnableElectUncleanMaster, "enableElectUncleanMaster", c.EnableElectUncleanMaster,
+		"with no live SyncStateSet member, elect any live replica (may lose acknowledged messages)")
+	f.Int64Var(&c.ElectionTimeoutMillis, "electionTimeoutMillis", c.ElectionTimeoutMillis, "raft election timeout (ms; randomized up to twice that)")
+	f.Int64Var(&c.TickIntervalMillis, "tickIntervalMillis", c.TickIntervalMillis, "raft tick (ms)")
+	f.Uint64Var(&c.SnapshotEvery, "snapshotEvery", c.SnapshotEvery, "compact the raft log every this many applied entries")
 }
 
 // controllerNodeConfig turns the flags into the node's configuration and
@@ -166,9 +176,24 @@ func controllerNodeConfig(c controllerConfig) (actors.ControllerConfig, string, 
 }
 
 func runController(ctx context.Context, c controllerConfig, log *slog.Logger) error {
-	cfg, listen, err := controllerNodeConfig(c)
+	stop, err := startController(c, log)
 	if err != nil {
 		return err
+	}
+	waitForStop(ctx, log)
+	if err := stop(); err != nil {
+		return err
+	}
+	log.Info("controller stopped cleanly")
+	return nil
+}
+
+// startController starts a controller node and its listener; stop stops
+// them (the transport first, then the raft actor).
+func startController(c controllerConfig, log *slog.Logger) (stop func() error, err error) {
+	cfg, listen, err := controllerNodeConfig(c)
+	if err != nil {
+		return nil, err
 	}
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
@@ -183,27 +208,25 @@ func runController(ctx context.Context, c controllerConfig, log *slog.Logger) er
 		}}
 	node := actors.NewController(cfg, env, limits)
 	if err := node.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	srv := netio.NewServer(node, netio.Options{Addr: listen, Limits: limits, Logger: log,
 		IdleTimeout: time.Duration(c.ServerChannelMaxIdleTimeSeconds) * time.Second})
 	if err := srv.Start(); err != nil {
 		_ = node.Stop()
-		return fmt.Errorf("listen on %s: %w", listen, err)
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	log.Info("controller started", "listen", srv.Addr(), "selfId", c.ControllerSelfID, "raftId", cfg.SelfID,
 		"peers", c.ControllerPeers, "dir", cfg.Dir, "controllerHeartBeatTimeoutMills", c.ControllerHeartBeatTimeoutMills,
 		"enableElectUncleanMaster", c.EnableElectUncleanMaster, "pid", os.Getpid())
-
-	waitForStop(ctx, log)
-	// The transport stops delivering first, then the raft actor.
-	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Stop(stopCtx)
-	_ = node.Stop()
-	if err != nil {
-		return fmt.Errorf("unclean shutdown: %w", err)
-	}
-	log.Info("controller stopped cleanly")
-	return nil
+	return func() error {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := srv.Stop(stopCtx)
+		_ = node.Stop()
+		if err != nil {
+			return fmt.Errorf("controller: unclean shutdown: %w", err)
+		}
+		return nil
+	}, nil
 }

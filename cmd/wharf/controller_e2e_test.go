@@ -187,3 +187,25 @@ func TestE2EControllerLeaderFailover(t *testing.T) {
 		t.Fatalf("SIGTERM: exit code %d after %v, log:\n%s", code, took, p.log())
 	}
 }
+
+// TestE2ENamesrvEmbeddedController: `wharf namesrv
+// --enableControllerInNamesrv` runs a controller node in the name server's
+// process, on its own port (as RocketMQ allows): it elects, serves
+// metadata, and stops with the name server.
+func TestE2ENamesrvEmbeddedController(t *testing.T) {
+	bin := e2eBinary(t)
+	ports := e2eFreePorts(t, 2)
+	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	p := &e2eBroker{t: t, dir: t.TempDir(), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.launch(bin, []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(ports[0]),
+		"--enableControllerInNamesrv", "--controllerPeers", "n0-" + ctl, "--controllerSelfId", "n0", "--storePathRootDir", p.dir})
+	if !p.waitLog(`msg="controller started" component=controller listen=`+ctl+" ", 10*time.Second) || !p.waitLog(`msg="name server started"`, time.Second) {
+		t.Fatalf("the name server with its controller did not start:\n%s", p.log())
+	}
+	g := &e2eControllers{t: t, bin: bin, addrs: []string{ctl}}
+	leader, _ := g.waitLeader(10*time.Second, "")
+	registerBroker(t, leader)
+	if code, took := p.stop(syscall.SIGTERM, 5*time.Second); code != 0 || !p.waitLog(`msg="name server stopped cleanly"`, time.Second) {
+		t.Fatalf("SIGTERM: exit code %d after %v, log:\n%s", code, took, p.log())
+	}
+}

@@ -267,7 +267,13 @@ func (r *devRun) waitRegistered(ctx context.Context, nsAddr string) error {
 		}
 		missing := r.unregistered(ctx, admin)
 		if len(missing) == 0 {
-			return nil
+			if !r.cfg.Controller || r.inSync(ctx) {
+				return nil
+			}
+			if last != -2 {
+				last = -2
+				r.say("dev: every broker has its role; waiting for the slaves to join their SyncStateSets")
+			}
 		}
 		if n := len(r.brokers()) - len(missing); n != last {
 			last = n
@@ -313,6 +319,24 @@ func (r *devRun) unregistered(ctx context.Context, admin *client.Admin) []*devCh
 		}
 	}
 	return missing
+}
+
+// inSync reports whether the controller lists every group's SyncStateSet
+// with both its brokers: until then a dead master has no slave eligible to
+// take over (a first failover tried too early would find none).
+func (r *devRun) inSync(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	md, err := client.ControllerMetadata(cctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(r.cfg.ControllerPort)))
+	if err != nil || len(md.Groups) != 2 {
+		return false
+	}
+	for _, g := range md.Groups {
+		if len(g.SyncStateSet) != 2 {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *devRun) notRegistered(missing []*devChild) error {

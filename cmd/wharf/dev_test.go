@@ -39,13 +39,40 @@ func brokerFlagSet(t *testing.T, args []string) *pflag.FlagSet {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// TestDevPlan: `wharf dev` runs a name server and two groups of a master and
-// a slave on the documented ports, each slave on its master's derived HA
-// port, every broker registered with the name server, in its own store;
-// and every broker's flags are valid broker flags.
+// TestDevPlanController: by default `wharf dev` runs a name server, a
+// controller and two groups of two brokers in controller mode (no roles
+// of their own), each in its own store, registered with the name server;
+// every daemon's flags are valid.
+func TestDevPlanController(t *testing.T) {
+	c := defaultDevConfig()
+	c.Data = "d"
+	plan := devPlan(c)
+	if len(plan) != 6 || plan[1].name != "controller" || plan[1].addr != "127.0.0.1:9878" {
+		t.Fatalf("plan %+v", plan)
+	}
+	if _, err := parseControllerPeers(plan[1].args[2]); err != nil || plan[1].args[0] != "controller" {
+		t.Fatalf("controller: %q: %v", plan[1].args, err)
+	}
+	for i, name := range []string{"broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1"} {
+		d := plan[2+i]
+		cfg, _, err := brokerconf.Resolve(brokerFlagSet(t, d.args[1:]), "")
+		if err != nil {
+			t.Fatalf("%s: %q: %v", d.name, d.args, err)
+		}
+		if d.name != name || !d.broker || !cfg.EnableControllerMode || cfg.ControllerAddr != "127.0.0.1:9878" ||
+			cfg.HAMasterAddress != "" || cfg.NamesrvAddr != "127.0.0.1:9876" || cfg.StorePathRootDir != filepath.Join("d", name) {
+			t.Errorf("%s: %+v", d.name, cfg)
+		}
+	}
+}
+
+// TestDevPlan: with --controller=false `wharf dev` runs a name server and
+// two groups of a master and a slave on the documented ports, each slave on
+// its master's derived HA port, every broker registered with the name
+// server, in its own store; and every broker's flags are valid broker flags.
 func TestDevPlan(t *testing.T) {
 	c := defaultDevConfig()
-	c.Data, c.BrokerArgs = "d", []string{"--flushDiskType", "SYNC_FLUSH"}
+	c.Data, c.BrokerArgs, c.Controller = "d", []string{"--flushDiskType", "SYNC_FLUSH"}, false
 	plan := devPlan(c)
 	want := []struct{ name, addr, group, id, role, ha string }{
 		{"namesrv", "127.0.0.1:9876", "", "", "", ""},
@@ -113,11 +140,13 @@ func TestDevLog(t *testing.T) {
 	}
 }
 
-// devPorts returns a name-server port and a broker base port whose eight
-// ports (base + 0, 1, 10, 11, 20, 21, 30, 31) were free a moment ago.
-func devPorts(t *testing.T) (int, int) {
+// devPorts returns a name-server port, a controller port and a broker base
+// port whose eight ports (base + 0, 1, 10, 11, 20, 21, 30, 31) were free a
+// moment ago.
+func devPorts(t *testing.T) (int, int, int) {
 	t.Helper()
-	ns := e2eFreePorts(t, 1)[0]
+	free := e2eFreePorts(t, 2)
+	ns, ctl := free[0], free[1]
 	for attempt := range 50 {
 		base := 20000 + (os.Getpid()*7919+attempt*613)%40000
 		free := true
@@ -129,19 +158,20 @@ func devPorts(t *testing.T) (int, int) {
 			}
 			l.Close()
 		}
-		if free && (ns < base || ns > base+31) {
-			return ns, base
+		if free && (ns < base || ns > base+31) && (ctl < base || ctl > base+31) {
+			return ns, ctl, base
 		}
 	}
 	t.Fatal("no free range of broker ports")
-	return 0, 0
+	return 0, 0, 0
 }
 
 // startDev runs `wharf dev` on free ports with small stores.
 func startDev(t *testing.T, extra ...string) (cmd *exec.Cmd, stdout, stderr *syncBuffer, done chan struct{}, nsAddr string, base int) {
 	t.Helper()
-	ns, base := devPorts(t)
-	args := append([]string{"dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns), "--brokerPort", strconv.Itoa(base),
+	ns, ctl, base := devPorts(t)
+	args := append([]string{"dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns), "--controllerPort", strconv.Itoa(ctl),
+		"--brokerPort", strconv.Itoa(base),
 		"--broker-flag=--mappedFileSizeCommitLog=16777216", "--broker-flag=--maxHashSlotNum=50000", "--broker-flag=--maxIndexNum=200000"}, extra...)
 	cmd = exec.Command(e2eBinary(t), args...)
 	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan struct{})
@@ -174,12 +204,14 @@ func devPids(stderr string) map[string]int {
 	return pids
 }
 
-// TestE2EDev: `wharf dev` starts a name server and four brokers as its
-// children, says so once all are registered, reports a master killed with
-// kill -9 while the others keep serving, and on SIGTERM stops the rest
-// cleanly and exits 0.
+// TestE2EDev: `wharf dev` starts a name server, a controller and four
+// brokers as its children, says so once every broker has its role and is
+// registered, and names each group's master. A master killed with kill -9
+// is reported while the others keep serving, and the controller makes the
+// group's other broker master: the name server's routes name it and sends
+// reach both groups again. On SIGTERM it stops the rest cleanly and exits 0.
 func TestE2EDev(t *testing.T) {
-	cmd, stdout, stderr, done, ns, base := startDev(t, "--brokerRole", "ASYNC_MASTER")
+	cmd, stdout, stderr, done, ns, base := startDev(t)
 	testwait.For(t, testwait.Wall, 30*time.Second, "wharf dev to say the cluster is up", func() bool {
 		select {
 		case <-done:
@@ -188,39 +220,51 @@ func TestE2EDev(t *testing.T) {
 		}
 		return strings.Contains(stdout.String(), "is up")
 	})
-	if out := stdout.String(); !strings.Contains(out, "--namesrv "+ns) || !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(base+30)) {
+	out := stdout.String()
+	if !strings.Contains(out, "--namesrv "+ns) || !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(base+30)) ||
+		strings.Count(out, "master of broker-") != 2 || strings.Count(out, "slave of broker-") != 2 {
 		t.Fatalf("connection help:\n%s", out)
 	}
 	pids := devPids(stderr.String())
-	if len(pids) != 5 || pids["broker-a-0"] == 0 {
+	if len(pids) != 6 || pids["controller"] == 0 {
 		t.Fatalf("daemons %v", pids)
 	}
+	m := regexp.MustCompile(`(broker-a-\d)\s+master of broker-a\s+(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no master of broker-a in:\n%s", out)
+	}
+	master, masterAddr := m[1], m[2]
 	admin, err := client.NewAdmin("", client.WithNameServer(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	alive := func() (n int) {
+	groupMaster := func(group string) (addr string, alive int) {
 		ci, _ := admin.ClusterInfo(context.Background())
 		for _, b := range ci.Brokers {
 			if b.Alive {
-				n++
+				alive++
+				if b.BrokerName == group && b.BrokerID == protocol.MasterID {
+					addr = b.BrokerAddr
+				}
 			}
 		}
-		return n
+		return addr, alive
 	}
-	if n := alive(); n != 4 {
-		t.Fatalf("%d brokers alive, want 4", n)
+	if addr, n := groupMaster("broker-a"); n != 4 || addr != masterAddr {
+		t.Fatalf("%d brokers alive, broker-a's master %s, want 4 and %s", n, addr, masterAddr)
 	}
 	firstSendCreatesTopic(t, ns)
 
-	if err := syscall.Kill(pids["broker-a-0"], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pids[master], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	report := fmt.Sprintf("dev: broker-a-0 (master of broker-a, 127.0.0.1:%d, pid %d) exited: signal: killed", base, pids["broker-a-0"])
-	testwait.For(t, testwait.Wall, 10*time.Second, "the death reported, and the name server to drop it", func() bool {
-		return strings.Contains(stderr.String(), report) && alive() == 3
+	report := fmt.Sprintf("dev: %s (master of broker-a, %s, pid %d) exited: signal: killed", master, masterAddr, pids[master])
+	testwait.For(t, testwait.Wall, 20*time.Second, "the death reported, and the controller to make the other broker master", func() bool {
+		addr, n := groupMaster("broker-a")
+		return strings.Contains(stderr.String(), report) && n == 3 && addr != "" && addr != masterAddr
 	})
+	sendReachesBothGroups(t, ns, "dev-after-failover")
 	select {
 	case <-done:
 		t.Fatal("wharf dev exited when one of its brokers died")
@@ -236,8 +280,55 @@ func TestE2EDev(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
-	if n := strings.Count(stderr.String(), `msg="broker stopped cleanly"`); n != 3 || !strings.Contains(stderr.String(), "name server stopped cleanly") {
-		t.Fatalf("%d brokers stopped cleanly, want 3, and the name server", n)
+	errs := stderr.String()
+	if n := strings.Count(errs, `msg="broker stopped cleanly"`); n != 3 || !strings.Contains(errs, "name server stopped cleanly") ||
+		!strings.Contains(errs, "controller stopped cleanly") {
+		t.Fatalf("%d brokers stopped cleanly, want 3, and the name server and the controller", n)
+	}
+}
+
+// TestE2EDevClassic: with --controller=false the first broker of each group
+// is its master (--brokerRole) and the second its slave, on the documented
+// ports, and the cluster takes sends.
+func TestE2EDevClassic(t *testing.T) {
+	cmd, stdout, _, done, ns, _ := startDev(t, "--controller=false", "--brokerRole", "ASYNC_MASTER")
+	testwait.For(t, testwait.Wall, 30*time.Second, "wharf dev to say the cluster is up", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("wharf dev exited: %v", cmd.ProcessState)
+		default:
+		}
+		return strings.Contains(stdout.String(), "is up")
+	})
+	out := stdout.String()
+	if !regexp.MustCompile(`broker-a-0\s+master of broker-a`).MatchString(out) || !regexp.MustCompile(`broker-b-1\s+slave of broker-b`).MatchString(out) ||
+		strings.Contains(out, "controller") {
+		t.Fatalf("connection help:\n%s", out)
+	}
+	sendReachesBothGroups(t, ns, "dev-classic")
+}
+
+// sendReachesBothGroups sends to topic (auto-created) through the name
+// server until both groups stored some.
+func sendReachesBothGroups(t *testing.T, ns, topic string) {
+	t.Helper()
+	p, err := client.NewProducer("", client.WithNameServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	hosts := map[string]bool{}
+	for i := 0; i < 200 && len(hosts) < 2; i++ {
+		r, err := p.Send(context.Background(), &protocol.Message{Topic: topic, Body: []byte(strconv.Itoa(i))})
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if host, _, err := protocol.ParseOffsetMsgID(r.MsgID); err == nil {
+			hosts[host.String()] = true
+		}
+	}
+	if len(hosts) != 2 {
+		t.Fatalf("sends to %s reached %d masters, want both groups'", topic, len(hosts))
 	}
 }
 
@@ -245,15 +336,15 @@ func TestE2EDev(t *testing.T) {
 // fails `wharf dev` at once, naming it with its last log lines, and the
 // others are stopped.
 func TestE2EDevStartFails(t *testing.T) {
-	ns, base := devPorts(t)
+	ns, ctl, base := devPorts(t)
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+30)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	_, errOut, code := e2eRun(t, 60*time.Second, "dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns),
-		"--brokerPort", strconv.Itoa(base), "--broker-flag=--mappedFileSizeCommitLog=16777216")
-	if code != 1 || !strings.Contains(errOut, "broker-b-1 (slave of broker-b) exited while starting") ||
+		"--controllerPort", strconv.Itoa(ctl), "--brokerPort", strconv.Itoa(base), "--broker-flag=--mappedFileSizeCommitLog=16777216")
+	if code != 1 || !strings.Contains(errOut, "broker-b-1 (replica of broker-b) exited while starting") ||
 		!strings.Contains(errOut, "address already in use") {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}

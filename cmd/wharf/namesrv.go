@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,11 +31,16 @@ type namesrvConfig struct {
 	// ServerChannelMaxIdleTimeSeconds closes a silent connection.
 	ServerChannelMaxIdleTimeSeconds int
 	MaxFrameSize                    int
+	// EnableControllerInNamesrv runs a controller node in the name server's
+	// process (RocketMQ's key), on its own port (its --controllerPeers
+	// entry), its raft log under StorePathRootDir/controller.
+	EnableControllerInNamesrv bool
+	Controller                controllerConfig
 }
 
 func defaultNamesrvConfig() namesrvConfig {
 	return namesrvConfig{ListenPort: 9876, BindAddress: "0.0.0.0", BrokerNotActiveTimeoutMillis: 5000,
-		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize}
+		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize, Controller: defaultControllerConfig()}
 }
 
 // addNamesrvCommand registers `wharf namesrv`.
@@ -60,7 +66,11 @@ Every setting is a flag named as RocketMQ's namesrv.conf key; no file is needed.
 	f := cmd.Flags()
 	f.IntVar(&c.ListenPort, "listenPort", c.ListenPort, "port brokers and clients connect to")
 	f.StringVar(&c.BindAddress, "bindAddress", c.BindAddress, "address to listen on")
-	f.StringVar(&c.StorePathRootDir, "storePathRootDir", c.StorePathRootDir, "accepted for RocketMQ parity: the name server keeps no files")
+	f.StringVar(&c.StorePathRootDir, "storePathRootDir", c.StorePathRootDir,
+		"the name server keeps no files; with --enableControllerInNamesrv, the embedded controller's raft log is under DIR/controller")
+	f.BoolVar(&c.EnableControllerInNamesrv, "enableControllerInNamesrv", c.EnableControllerInNamesrv,
+		"run a controller node in this process too, on its --controllerPeers entry's port")
+	c.Controller.addFlags(f, false)
 	f.Int64Var(&c.BrokerNotActiveTimeoutMillis, "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis,
 		"lease of a broker that asks for none: silent that long, it leaves the routes (ms)")
 	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
@@ -94,14 +104,32 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	log.Info("name server started", "listen", srv.Addr(), "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
+	stopController := func() error { return nil }
+	if c.EnableControllerInNamesrv {
+		cc := c.Controller
+		cc.StorePathRootDir, cc.ServerChannelMaxIdleTimeSeconds, cc.MaxFrameSize = c.StorePathRootDir, c.ServerChannelMaxIdleTimeSeconds, c.MaxFrameSize
+		if cc.StorePathRootDir == "" {
+			cc.StorePathRootDir = defaultControllerConfig().StorePathRootDir
+		}
+		stop, err := startController(cc, log.With("component", "controller"))
+		if err != nil {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Stop(stopCtx)
+			ns.Stop()
+			return fmt.Errorf("the embedded controller: %w", err)
+		}
+		stopController = stop
+	}
 
 	waitForStop(ctx, log)
+	cerr := stopController()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := srv.Stop(stopCtx)
 	ns.Stop()
-	if err != nil {
-		return fmt.Errorf("unclean shutdown: %w", err)
+	if err != nil || cerr != nil {
+		return fmt.Errorf("unclean shutdown: %w", errors.Join(err, cerr))
 	}
 	log.Info("name server stopped cleanly")
 	return nil

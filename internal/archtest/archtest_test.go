@@ -147,7 +147,6 @@ var funcDebt = map[string]string{
 	"cmd/wharf:runConsume":                   "flags, consumer setup, progress and output of `wharf consume`",
 	"cmd/wharf:runProduce":                   "flags, producer setup, progress and output of `wharf produce`",
 	"cmd/wharf:runSim":                       "campaign loop, progress and report of `wharf sim`",
-	"cmd/wharf:runBroker":                    "the broker's wiring of seams, listeners and shutdown, in order",
 	"cmd/wharf/brokerconf:(Config).Validate": "one check per broker.conf key, in key order",
 }
 
