@@ -26,7 +26,7 @@ import (
 // unconfirmed tail, which its rejoin then cuts back; until then the check
 // holds for acknowledged messages only. Set it when the confirm offset is
 // merged: every controller scenario's seeds catch its absence.
-const ctlConfirmedReads = false
+const ctlConfirmedReads = true
 
 // epochWrites is who stored writes in one master epoch of a group, and
 // when the first arrived.

@@ -37,6 +37,7 @@ func (s *Sim) addCtlBroker(g *brokerGroup, n *Node) {
 	addr := n.acfg.StoreHost.String()
 	s.haNode[n.acfg.HAServerAddr], s.nodeAt[addr], s.byAddr[addr] = n, n, g
 	n.rnd = seededReader(s.w)
+	n.restart = func(reason string) { s.restartSelf(n, reason) }
 }
 
 // awaitMasters starts the load once every group has its first master (a
@@ -161,26 +162,20 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 	return true
 }
 
-// cutAtRestart is how a slave says its log must be cut back to the point
-// it shares with its master and that the cut waits for its next start.
-const cutAtRestart = "done when the broker next starts"
-
-// restartToCut is the operator restarting a broker whose rejoining log
-// must be cut back (the broker asks for it): the process restarts (its
-// page cache survives), and the store makes the recorded cut as it opens.
-func (s *Sim) restartToCut(n *Node) {
-	if n.g == nil || s.cfg.Ctl == nil {
-		return
-	}
+// restartSelf is a broker's Env.Restart: it stops (its process goes on,
+// so its page cache with it) and starts again on its store at once; a
+// slave asks for it to have the store make a recorded cut of its log as
+// it opens. It runs outside the actor that asked.
+func (s *Sim) restartSelf(n *Node, reason string) {
 	w, epoch := s.w, n.epoch
-	w.at(w.Now().Add(time.Duration(100+w.rng.Intn(200))*time.Millisecond), owner{}, func() {
+	w.at(w.Now(), owner{}, func() {
 		if n.epoch != epoch || !n.up {
 			return
 		}
-		w.Tracef("operator: restart %s to cut its log back", n.name)
+		w.Tracef("%s restarts on its store: %s", n.name, reason)
 		n.crash(vfs.CrashOptions{UnsyncedKeepRatio: 1})
 		s.resetLinks(n.g, n)
-		s.restartNode(n, 50*time.Millisecond)
+		s.restartNode(n, time.Millisecond)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/wharfmq/wharf/netio"
-	"strings"
 	"time"
 
 	"github.com/wharfmq/wharf/actors"
@@ -142,9 +141,6 @@ func (e *linkEnd) Close(reason string) {
 		return
 	}
 	e.s.w.Tracef("link %d closed by %s: %s", e.id, e.node.name, reason)
-	if e.kind == kindHA && e.ns == 0 && strings.Contains(reason, cutAtRestart) {
-		e.s.restartToCut(e.node)
-	}
 	e.closed, e.other.closed = true, true
 	e.s.disconnect(e)
 	if !e.severed {

@@ -98,6 +98,8 @@ type Node struct {
 	paused bool      // injected: the process is stopped (pausable)
 	held   []func()  // mailbox runs held while paused
 	rnd    *rand.Rand
+	// restart is the broker's Env.Restart (controller mode).
+	restart func(reason string)
 
 	fsyncs    int64 // CommitLog fsyncs issued
 	crashes   int
@@ -177,6 +179,7 @@ func (n *Node) env() actors.Env {
 	if n.rnd != nil {
 		env.Rand = n.rnd
 	}
+	env.Restart = n.restart
 	if n.dial != nil {
 		dial := n.dial
 		env.Dial = dial
