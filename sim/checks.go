@@ -188,8 +188,7 @@ func (s *Sim) consumed(g *brokerGroup, q int32, qo int64, key string) {
 		m = map[int64]string{}
 		g.consumedAt[q] = m
 	}
-	if prev, ok := m[qo]; ok && prev != key && !(s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo)) &&
-		(s.cfg.Ctl == nil || ctlConfirmedReads || s.ackedAt(prev, g, q, qo)) {
+	if prev, ok := m[qo]; ok && prev != key && !(s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo)) {
 		s.w.Violationf("%s queue %d offset %d was consumed as %q and later as %q (the first acknowledged there: %v)", g.spec.Name, q, qo, prev, key, s.ackedAt(prev, g, q, qo))
 	}
 	m[qo] = key

@@ -18,16 +18,6 @@ import (
 //     other member of the SyncStateSet the controllers applied holds the
 //     message's bytes.
 
-// ctlConfirmedReads: consumers of a controller-mode master read only up to
-// its confirm offset, so a message they saw is never cut back by a rejoin
-// and an offset they consumed never later holds another message. Not yet:
-// the master's reput still dispatches its whole log (the confirm offset is
-// branch h/confirm's), so a consumer may read a deposed master's
-// unconfirmed tail, which its rejoin then cuts back; until then the check
-// holds for acknowledged messages only. Set it when the confirm offset is
-// merged: every controller scenario's seeds catch its absence.
-const ctlConfirmedReads = true
-
 // epochWrites is who stored writes in one master epoch of a group, and
 // when the first arrived.
 type epochWrites struct {
