@@ -98,9 +98,14 @@ func (r *HAMetadataRequest) decodeBody(body []byte, lim Limits) error {
 	return nil
 }
 
-// HARefuseRequest tells a slave why the master refuses it.
+// HARefuseRequest tells a slave why the master refuses it. A refusal
+// stops the slave's replication until an operator acts, unless NotMaster
+// says the broker dialled is not a master (yet): under controller mode a
+// slave learns its new master from the controllers, possibly before that
+// broker has taken the role, so it dials again.
 type HARefuseRequest struct {
-	Reason string `msgpack:"reason"`
+	Reason    string `msgpack:"reason"`
+	NotMaster bool   `msgpack:"notMaster,omitempty"`
 }
 
 // HAEpochsRequest is the master's epoch entries and its log's end.

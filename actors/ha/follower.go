@@ -186,6 +186,13 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 		case *protocol.HAMetadataRequest:
 			f.rd.Imports = append(f.rd.Imports, m)
 		case *protocol.HARefuseRequest:
+			if m.NotMaster {
+				// Not a master yet (or no longer): the link closes and
+				// Gone dials again after the backoff.
+				f.status = "master " + f.cfg.MasterAddr + " is not a master (yet): " + m.Reason
+				f.log.Warn("the broker dialled as master is not one (yet); dialling again", "master", f.cfg.MasterAddr, "reason", m.Reason)
+				continue
+			}
 			f.refused = m.Reason
 			f.status = "master refused replication: " + m.Reason
 			f.log.Error("the master refused this slave; replication stopped until an operator acts", "reason", m.Reason)

@@ -290,6 +290,25 @@ func TestFollowerRefuse(t *testing.T) {
 	}
 }
 
+// TestFollowerRefuseNotMaster: a broker that is not a master (yet)
+// refuses with NotMaster: the slave dials it again after the backoff.
+func TestFollowerRefuseNotMaster(t *testing.T) {
+	f := linked(t, openStore(t, smallSeg), 3)
+	f.Receive(t0, 3, []protocol.Request{&protocol.HARefuseRequest{Reason: "broker b is a slave", NotMaster: true}})
+	f.Ready()
+	if !strings.Contains(f.Status(), "not a master") {
+		t.Fatalf("status %q", f.Status())
+	}
+	f.Gone(3)
+	if rd := f.Ready(); rd.RetryIn <= 0 {
+		t.Fatalf("no retry after a NotMaster refusal: %+v", rd)
+	}
+	f.Reconnect(t0)
+	if rd := f.Ready(); !rd.Dial {
+		t.Fatalf("no dial on the retry: %+v", rd)
+	}
+}
+
 // TestFollowerTick: the heartbeat reports (acknowledging) and asks for
 // the offsets export every MetadataInterval; a master silent for
 // HousekeepingInterval gets its link closed.
