@@ -1,0 +1,515 @@
+package main
+
+// Jepsen-style tests of controller mode with real processes: a controller
+// group of three (`wharf controller`), a name server and one broker group
+// of three brokers in controller mode (the controllers make one the master
+// and the others its slaves). Every link a node dials goes through
+// internal/faultnet: broker -> each controller, broker -> name server,
+// controller -> controller. Producers on name-server routes record every
+// send (WithRetries(0): a duplicate is the broker's); in each round one
+// fault strikes the master under load:
+//
+//   - kill -9: a new master must be elected and take writes (the time from
+//     the kill to the first SEND_OK on the new master is logged, and summed
+//     up over the rounds); the old one restarts on its store and rejoins
+//     as a slave, truncating what it alone had;
+//   - SIGSTOP for longer than its lease (1.5 s) and the controllers'
+//     heartbeat timeout (3 s), then SIGCONT: it must take no write after
+//     its lease; a new master takes over and the old one becomes a slave;
+//   - a partition of the master from the controllers and the name server
+//     (its clients still reach it: its lease alone must fence it), healed
+//     once a new master took writes;
+//   - the controller leader killed together with the master.
+//
+// After the fault, once every replica's log ends where the master's does,
+// every replica is read from the first offset, and the whole history is
+// checked: no lost-write, duplicate, inconsistent-offsets, nonmonotonic;
+// and jepsen.CheckMasters over every SEND_OK: the broker that answered
+// (the offset message id names the store host) and its master epoch (the
+// epoch file's range holding the record's CommitLog offset), so that no two
+// brokers acknowledged in one epoch and none acknowledged a send invoked
+// after a newer epoch's first ack.
+//
+// Replication (slave -> master's HA port) does not go through faultnet: a
+// master announces one HA address (brokerIP1:haListenPort, where it
+// listens), so there is no address a proxy could take for it.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/faultnet"
+	"github.com/wharfmq/wharf/internal/jepsen"
+	"github.com/wharfmq/wharf/internal/testwait"
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// ctlHeartbeatTimeout is the controllers' (their default); the lease is
+// the brief's 1.5 s.
+const (
+	ctlHeartbeatTimeout = 3 * time.Second
+	ctlLease            = 1500 * time.Millisecond
+)
+
+// ctlRig is the cluster of one controller-mode test: the classic rig's
+// name server, faultnet and history, plus the controllers and three
+// brokers whose roles the controllers choose.
+type ctlRig struct {
+	*jepsenRig
+	ctl       *e2eControllers
+	ctlAddrs  string // the controllers' own addresses, for the test's questions
+	nodes     [3]*jepsenNode
+	load      *jepsenLoad       // the round's
+	ids       map[string]string // earlier rounds' acks: key -> offset message id
+	failovers []time.Duration   // kill -9 of the master to the first SEND_OK on the new one
+}
+
+func startCtlRig(t *testing.T, topic string) *ctlRig {
+	t.Helper()
+	jr := &jepsenRig{t: t, ctx: e2eCtx(t, 5*time.Minute), topic: topic, net: faultnet.NewNet(), h: &jepsen.History{}}
+	t.Cleanup(func() { jr.net.Close() })
+	jr.ns = startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
+	r := &ctlRig{jepsenRig: jr, ids: map[string]string{}}
+	r.startControllers()
+	ports := e2eFreePorts(t, 6)
+	for i := range r.nodes {
+		r.nodes[i] = r.ctlNode("b"+strconv.Itoa(i), ports[2*i], ports[2*i+1])
+	}
+	r.waitMaster(20*time.Second, nil, true)
+	admin, err := client.NewAdmin("", client.WithNameServer(r.ns.addr), client.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	testwait.For(t, testwait.Wall, 10*time.Second, "the master registered with the name server", func() bool {
+		ci, err := admin.ClusterInfo(r.ctx)
+		if err != nil {
+			return false
+		}
+		for _, b := range ci.Brokers {
+			if b.Alive && b.BrokerID == 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if created, err := admin.CreateTopicInCluster(r.ctx, "DefaultCluster", topic, jepsenQueues); err != nil || len(created) != 1 {
+		t.Fatalf("create topic in the cluster: %v %v", created, err)
+	}
+	for _, n := range r.nodes {
+		haWaitTopic(t, n.b.addr, topic, 10*time.Second)
+	}
+	return r
+}
+
+// startControllers starts three controller nodes c0..c2; each dials its
+// peers through faultnet, so its --controllerPeers names its own address
+// and its links to the others (raft ids hash the names, not addresses).
+func (r *ctlRig) startControllers() {
+	g := &e2eControllers{t: r.t, bin: e2eBinary(r.t), procs: make([]*e2eBroker, 3)}
+	for _, p := range e2eFreePorts(r.t, 3) {
+		g.addrs = append(g.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		g.dirs = append(g.dirs, r.t.TempDir())
+	}
+	r.ctl, r.ctlAddrs = g, strings.Join(g.addrs, ";")
+	for i := range g.addrs {
+		r.startController(i)
+	}
+}
+
+func (r *ctlRig) startController(i int) {
+	g := r.ctl
+	entries := make([]string, len(g.addrs))
+	for j, addr := range g.addrs {
+		if j != i {
+			addr = r.link(fmt.Sprintf("c%d", i), fmt.Sprintf("c%d", j), addr)
+		}
+		entries[j] = fmt.Sprintf("n%d-%s", j, addr)
+	}
+	p := &e2eBroker{t: r.t, dir: g.dirs[i], addr: g.addrs[i], stderr: &syncBuffer{}, done: make(chan struct{})}
+	args := append([]string{"controller", "--controllerPeers", strings.Join(entries, ";"), "--controllerSelfId", fmt.Sprintf("n%d", i),
+		"--storePathRootDir", g.dirs[i]}, e2eControllerFlags...)
+	p.launch(g.bin, args)
+	if !p.waitLog(`msg="controller started" listen=`+g.addrs[i]+" ", 10*time.Second) {
+		r.t.Fatalf("controller c%d did not start:\n%s", i, p.log())
+	}
+	g.procs[i] = p
+}
+
+// ctlNode starts a broker of the group in controller mode, its links to
+// the controllers and the name server through faultnet.
+func (r *ctlRig) ctlNode(name string, port, haPort int) *jepsenNode {
+	ctls := make([]string, len(r.ctl.addrs))
+	for i, a := range r.ctl.addrs {
+		ctls[i] = r.link(name, fmt.Sprintf("c%d", i), a)
+	}
+	n := &jepsenNode{name: name, port: port, haPort: haPort, nsAddr: r.link(name, "ns", r.ns.addr),
+		flags: []string{"--brokerName", jepsenGroup, "--enableControllerMode=true", "--controllerAddr", strings.Join(ctls, ";"),
+			"--masterLeaseMillis", strconv.Itoa(int(ctlLease.Milliseconds())), "--haHousekeepingInterval", "1500"}}
+	n.b = startClusterBroker(r.t, r.t.TempDir(), port, haPort, n.nsAddr, n.flags...)
+	return n
+}
+
+// group is the broker group as the controller leader holds it.
+func (r *ctlRig) group() (protocol.ReplicaInfo, bool) {
+	ctx, cancel := context.WithTimeout(r.ctx, time.Second)
+	defer cancel()
+	leader, err := client.ControllerMetadata(ctx, r.ctlAddrs, client.WithTimeout(500*time.Millisecond))
+	if err != nil || len(leader.Groups) != 1 {
+		return protocol.ReplicaInfo{}, false
+	}
+	return leader.Groups[0], true
+}
+
+func (r *ctlRig) nodeAt(addr string) *jepsenNode {
+	for _, n := range r.nodes {
+		if n.b.addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitMaster waits until the controllers name a master other than not
+// (and, with full, one whose SyncStateSet holds all three brokers, every
+// one alive); it returns the master and the group.
+func (r *ctlRig) waitMaster(within time.Duration, not *jepsenNode, full bool) (*jepsenNode, protocol.ReplicaInfo) {
+	r.t.Helper()
+	var m *jepsenNode
+	var last protocol.ReplicaInfo
+	testwait.For(r.t, testwait.Wall, within, "a master elected", func() bool {
+		g, ok := r.group()
+		if !ok {
+			return false
+		}
+		last, m = g, r.nodeAt(g.MasterAddr)
+		if m == nil || m == not {
+			return false
+		}
+		if !full {
+			return true
+		}
+		alive := 0
+		for _, rep := range g.Replicas {
+			if rep.Alive {
+				alive++
+			}
+		}
+		return len(g.SyncStateSet) == len(r.nodes) && alive == len(r.nodes)
+	})
+	if r.t.Failed() {
+		r.t.Logf("last group: %+v", last)
+	}
+	return m, last
+}
+
+// ackedBy returns when the first send acknowledged by n after mark
+// completed, if one did.
+func (r *ctlRig) ackedBy(mark int, n *jepsenNode) (time.Time, bool) {
+	ops := r.h.Ops()[mark:]
+	r.load.mu.Lock()
+	defer r.load.mu.Unlock()
+	for _, op := range ops {
+		if op.Kind != jepsen.Complete || op.Outcome != jepsen.Acked {
+			continue
+		}
+		if host, _, err := protocol.ParseOffsetMsgID(r.load.ids[op.Key]); err == nil && host.String() == n.b.addr {
+			return op.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// waitFirstAck waits for a send acknowledged by n after mark and returns
+// how long after since it completed.
+func (r *ctlRig) waitFirstAck(mark int, n *jepsenNode, since time.Time, within time.Duration) time.Duration {
+	r.t.Helper()
+	var at time.Time
+	testwait.For(r.t, testwait.Wall, within, "a send acknowledged by the new master "+n.name, func() bool {
+		t, ok := r.ackedBy(mark, n)
+		at = t
+		return ok
+	})
+	return at.Sub(since)
+}
+
+// waitSlave waits until the controllers hold n alive and not the master.
+func (r *ctlRig) waitSlave(n *jepsenNode, within time.Duration) {
+	r.t.Helper()
+	testwait.For(r.t, testwait.Wall, within, n.name+" back as a live slave", func() bool {
+		g, ok := r.group()
+		if !ok || g.MasterAddr == n.b.addr {
+			return false
+		}
+		for _, rep := range g.Replicas {
+			if rep.BrokerAddr == n.b.addr {
+				return rep.Alive
+			}
+		}
+		return false
+	})
+}
+
+// checkAfterCtl stops the load, waits for every replica's log to end
+// where the others' do, reads every replica and checks the whole history
+// (the round's own sends summed up apart), then the masters' epochs.
+func (r *ctlRig) checkAfterCtl(round, began int, load *jepsenLoad) {
+	r.t.Helper()
+	load.end()
+	load.mu.Lock()
+	for k, id := range load.ids {
+		r.ids[k] = id
+	}
+	load.mu.Unlock()
+	var ends []int64
+	if !testwait.Until(testwait.Wall, 30*time.Second, func() bool {
+		ends = ends[:0]
+		for _, n := range r.nodes {
+			info, err := haInfo(n.b.addr)
+			if err != nil {
+				return false
+			}
+			ends = append(ends, info.CommitLogMaxOffset)
+		}
+		return ends[0] == ends[1] && ends[1] == ends[2]
+	}) {
+		g, _ := r.group()
+		r.t.Fatalf("round %d: the replicas' logs end at %v, not together; group %+v", round, ends, g)
+	}
+	prefix := fmt.Sprintf("after%d/", round)
+	for _, n := range r.nodes {
+		if _, err := r.readReplica(prefix+n.name, n); err != nil {
+			r.t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	ops := r.h.Ops()
+	keep := func(op jepsen.Op) bool { return strings.HasPrefix(op.Process, prefix) }
+	own := jepsen.Check(jepsen.Between(ops, began, len(ops), keep))
+	r.t.Logf("round %d: its own sends: %v; they ended: %s", round, own, load.endings())
+	r.report(round, "after the fault, every replica, every round's sends", jepsen.Check(jepsen.Between(ops, 0, len(ops), keep)))
+	r.checkMasters(round, ops)
+}
+
+// checkMasters checks every SEND_OK so far against one master per epoch:
+// its broker from its offset message id, its epoch from the master's
+// epoch file (the epoch whose range holds the record's CommitLog offset).
+func (r *ctlRig) checkMasters(round int, ops []jepsen.Op) {
+	r.t.Helper()
+	m, _ := r.waitMaster(10*time.Second, nil, false)
+	epochs, err := readEpochFile(filepath.Join(m.b.dir, "epochFileCheckpoint"))
+	if err != nil {
+		r.t.Fatalf("round %d: %v", round, err)
+	}
+	invoked := map[string]int{}
+	var acks []jepsen.Ack
+	per := map[string]int{} // "epoch broker" -> acks
+	for _, op := range ops {
+		switch {
+		case op.Kind == jepsen.Invoke:
+			invoked[op.Key] = op.Seq
+		case op.Kind == jepsen.Complete && op.Outcome == jepsen.Acked:
+			host, off, err := protocol.ParseOffsetMsgID(r.ids[op.Key])
+			if err != nil {
+				r.t.Errorf("round %d: %s acknowledged with message id %q: %v", round, op.Key, r.ids[op.Key], err)
+				continue
+			}
+			a := jepsen.Ack{Key: op.Key, Broker: host.String(), Epoch: epochAt(epochs, off), Invoked: invoked[op.Key], Completed: op.Seq}
+			acks = append(acks, a)
+			per[fmt.Sprintf("epoch %d by %s", a.Epoch, r.nodeAt(a.Broker).name)]++
+		}
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range per {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, per[k]))
+	}
+	r.t.Logf("round %d: epochs %v; acks %s", round, epochs, strings.Join(parts, ", "))
+	anomalies := jepsen.CheckMasters(acks)
+	for i, a := range anomalies {
+		if i == 20 {
+			r.t.Errorf("... and %d more", len(anomalies)-i)
+			break
+		}
+		r.t.Errorf("round %d, one master per epoch: %v", round, a)
+	}
+	if len(anomalies) > 0 {
+		r.dumpHistory(round)
+	}
+}
+
+// ctlEpoch is one line of the epoch file: epoch and start offset.
+type ctlEpoch struct {
+	Epoch int32
+	Start int64
+}
+
+// readEpochFile reads a store's epoch file (storage's CheckpointFile
+// text: a count, a CRC, then "epoch-startOffset" lines).
+func readEpochFile(path string) ([]ctlEpoch, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("epoch file: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("epoch file %s: %q", path, b)
+	}
+	var out []ctlEpoch
+	for _, l := range lines[2:] {
+		es, ss, ok := strings.Cut(l, "-")
+		e, err1 := strconv.ParseInt(es, 10, 32)
+		s, err2 := strconv.ParseInt(ss, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("epoch file %s: line %q", path, l)
+		}
+		out = append(out, ctlEpoch{int32(e), s})
+	}
+	return out, nil
+}
+
+// epochAt is the epoch holding CommitLog offset off (0: before them all).
+func epochAt(epochs []ctlEpoch, off int64) int32 {
+	i, _ := slices.BinarySearchFunc(epochs, off+1, func(e ctlEpoch, t int64) int { return cmp.Compare(e.Start, t) })
+	if i == 0 {
+		return 0
+	}
+	return epochs[i-1].Epoch
+}
+
+// ctlTest runs rounds of one fault on a fresh cluster: fault injects it on
+// the round's master and heals it; the checks after it are common.
+func ctlTest(t *testing.T, topic string, fault func(n int, r *ctlRig, m *jepsenNode)) *ctlRig {
+	r := startCtlRig(t, topic)
+	start := time.Now()
+	for n := range max(*jepsenRounds, 1) {
+		began, mark := time.Now(), r.h.Len()
+		r.load = r.startLoad(n, 4)
+		r.waitAcked(r.h.Len(), 200, 10*time.Second, "before the fault")
+		m, _ := r.waitMaster(10*time.Second, nil, true)
+		fault(n, r, m)
+		r.waitAcked(r.h.Len(), 100, 15*time.Second, "after the fault healed")
+		r.checkAfterCtl(n, mark, r.load)
+		t.Logf("round %d took %v", n, time.Since(began).Round(time.Millisecond))
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("%d rounds in %v", max(*jepsenRounds, 1), time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// newMaster waits for a master other than m to be elected and to take a
+// write, and returns it and the time from since to its first SEND_OK.
+func (r *ctlRig) newMaster(round, mark int, m *jepsenNode, since time.Time, within time.Duration) (*jepsenNode, time.Duration) {
+	r.t.Helper()
+	nm, g := r.waitMaster(within, m, false)
+	took := r.waitFirstAck(mark, nm, since, within)
+	r.t.Logf("round %d: %s master in epoch %d (SyncStateSet %v), its first SEND_OK %v after the fault on %s",
+		round, nm.name, g.MasterEpoch, g.SyncStateSet, took.Round(time.Millisecond), m.name)
+	return nm, took
+}
+
+// TestJepsenCtlKillMaster: kill -9 of the master under load; a new master
+// is elected and takes writes; the old one restarts on its store and
+// ports and rejoins as a slave.
+func TestJepsenCtlKillMaster(t *testing.T) {
+	r := ctlTest(t, "jepsen-ctl-kill", func(n int, r *ctlRig, m *jepsenNode) {
+		mark, killed := r.h.Len(), time.Now()
+		m.b.kill()
+		_, took := r.newMaster(n, mark, m, killed, 15*time.Second)
+		r.failovers = append(r.failovers, took)
+		r.restart(m)
+		r.waitSlave(m, 15*time.Second)
+	})
+	if len(r.failovers) > 0 {
+		xs := slices.Sorted(slices.Values(r.failovers))
+		t.Logf("failover (kill -9 of the master to the first SEND_OK on the new one) over %d rounds: p50 %v, max %v",
+			len(xs), xs[len(xs)/2].Round(time.Millisecond), xs[len(xs)-1].Round(time.Millisecond))
+	}
+}
+
+// TestJepsenCtlPauseMaster: SIGSTOP of the master for longer than its
+// lease and the controllers' heartbeat timeout, until another master took
+// writes; then SIGCONT. The paused master acknowledges nothing after its
+// lease (CheckMasters: no stale-master), and rejoins as a slave.
+func TestJepsenCtlPauseMaster(t *testing.T) {
+	ctlTest(t, "jepsen-ctl-pause", func(n int, r *ctlRig, m *jepsenNode) {
+		p := m.b.cmd.Process
+		mark, stopped := r.h.Len(), time.Now()
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, testwait.Wall, 5*time.Second, "the master stopped", func() bool { return jepsenStopped(p.Pid) })
+		r.newMaster(n, mark, m, stopped, 15*time.Second)
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		resumed := r.h.Len()
+		r.waitSlave(m, 15*time.Second)
+		r.checkNoAckAfter(n, m, resumed, "resumed after its pause")
+	})
+}
+
+// checkNoAckAfter: no send invoked after mark was acknowledged by n.
+func (r *ctlRig) checkNoAckAfter(round int, n *jepsenNode, mark int, what string) {
+	r.t.Helper()
+	if at, ok := r.ackedBy(mark, n); ok {
+		r.t.Errorf("round %d: %s, deposed, acknowledged a send at %v, %s", round, n.name, at.Format(time.StampMilli), what)
+	}
+}
+
+// TestJepsenCtlPartitionMaster: the master cut off from the three
+// controllers and the name server (its producers still reach it) until a
+// new master took writes, then healed. The old master's lease fences it:
+// it acknowledges nothing invoked after the new master's first ack.
+func TestJepsenCtlPartitionMaster(t *testing.T) {
+	ctlTest(t, "jepsen-ctl-partition", func(n int, r *ctlRig, m *jepsenNode) {
+		mark, cut := r.h.Len(), time.Now()
+		for _, peer := range []string{"c0", "c1", "c2", "ns"} {
+			if r.net.Partition(m.name, peer) != 1 {
+				t.Fatalf("no link between %s and %s", m.name, peer)
+			}
+		}
+		r.newMaster(n, mark, m, cut, 15*time.Second)
+		fenced := r.h.Len()
+		time.Sleep(500 * time.Millisecond) // the old master keeps its clients meanwhile: the lease must hold
+		r.checkNoAckAfter(n, m, fenced, "while partitioned")
+		r.net.HealAll()
+		r.waitSlave(m, 15*time.Second)
+	})
+}
+
+// TestJepsenCtlKillLeaderAndMaster: kill -9 of the controller leader and
+// of the master together; the two other controllers elect a leader, which
+// waits a heartbeat timeout and elects a new master from the SyncStateSet.
+// Both restart: the controller rejoins as a follower, the broker as a slave.
+func TestJepsenCtlKillLeaderAndMaster(t *testing.T) {
+	ctlTest(t, "jepsen-ctl-leader", func(n int, r *ctlRig, m *jepsenNode) {
+		leader, _ := r.ctl.waitLeader(5*time.Second, "")
+		li := r.ctl.index(leader)
+		mark, killed := r.h.Len(), time.Now()
+		r.ctl.procs[li].kill()
+		m.b.kill()
+		r.newMaster(n, mark, m, killed, 20*time.Second)
+		r.startController(li)
+		r.restart(m)
+		r.waitSlave(m, 15*time.Second)
+	})
+}
