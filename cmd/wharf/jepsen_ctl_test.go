@@ -214,6 +214,22 @@ func (r *ctlRig) waitMaster(within time.Duration, not *jepsenNode, full bool) (*
 	return m, last
 }
 
+// ctlLeader waits for a controller that says it leads and returns its
+// address. (e2eControllers.waitLeader compares the leader each node names,
+// here the address of its faultnet link.)
+func (r *ctlRig) ctlLeader(within time.Duration) string {
+	r.t.Helper()
+	var addr string
+	testwait.For(r.t, testwait.Wall, within, "a controller leader", func() bool {
+		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
+		defer cancel()
+		leader, err := client.ControllerMetadata(ctx, r.ctlAddrs, client.WithTimeout(500*time.Millisecond))
+		addr = leader.Addr
+		return err == nil
+	})
+	return addr
+}
+
 // ackedBy returns when the first send acknowledged by n after mark
 // completed, if one did.
 func (r *ctlRig) ackedBy(mark int, n *jepsenNode) (time.Time, bool) {
@@ -502,8 +518,7 @@ func TestJepsenCtlPartitionMaster(t *testing.T) {
 // Both restart: the controller rejoins as a follower, the broker as a slave.
 func TestJepsenCtlKillLeaderAndMaster(t *testing.T) {
 	ctlTest(t, "jepsen-ctl-leader", func(n int, r *ctlRig, m *jepsenNode) {
-		leader, _ := r.ctl.waitLeader(5*time.Second, "")
-		li := r.ctl.index(leader)
+		li := r.ctl.index(r.ctlLeader(5 * time.Second))
 		mark, killed := r.h.Len(), time.Now()
 		r.ctl.procs[li].kill()
 		m.b.kill()
