@@ -37,6 +37,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -44,6 +45,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -413,8 +415,8 @@ func epochAt(epochs []ctlEpoch, off int64) int32 {
 // the round's master and heals it; the checks after it are common.
 func ctlTest(t *testing.T, topic string, fault func(n int, r *ctlRig, m *jepsenNode)) *ctlRig {
 	r := startCtlRig(t, topic)
-	start := time.Now()
-	for n := range max(*jepsenRounds, 1) {
+	start, rounds := time.Now(), ctlRounds()
+	for n := range rounds {
 		began, mark := time.Now(), r.h.Len()
 		r.load = r.startLoad(n, 4)
 		r.waitAcked(r.h.Len(), 200, 10*time.Second, "before the fault")
@@ -427,8 +429,34 @@ func ctlTest(t *testing.T, topic string, fault func(n int, r *ctlRig, m *jepsenN
 			break
 		}
 	}
-	t.Logf("%d rounds in %v", max(*jepsenRounds, 1), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d rounds in %v", rounds, time.Since(start).Round(time.Millisecond))
 	return r
+}
+
+// ctlRounds is -jepsen.rounds when given, else 2: `make test` runs two
+// rounds of each fault (the classic tests' default of 3 would cost
+// another 20 s), `make jepsen` ROUNDS.
+func ctlRounds() int {
+	n := 2
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "jepsen.rounds" {
+			n = *jepsenRounds
+		}
+	})
+	return max(n, 1)
+}
+
+// rejoined waits until the restarted old master m is a live slave and
+// logs whether it cut its log back to the point it shares with the new
+// master (it had bytes no slave had acknowledged).
+func (r *ctlRig) rejoined(round int, m *jepsenNode) {
+	r.t.Helper()
+	r.waitSlave(m, 15*time.Second)
+	cut := "its log was a prefix of the new master's"
+	if strings.Contains(m.b.log(), "cutting it to the last common point") {
+		cut = "it cut its log to the point it shares with the new master"
+	}
+	r.t.Logf("round %d: %s rejoined as a slave; %s", round, m.name, cut)
 }
 
 // newMaster waits for a master other than m to be elected and to take a
@@ -452,7 +480,7 @@ func TestJepsenCtlKillMaster(t *testing.T) {
 		_, took := r.newMaster(n, mark, m, killed, 15*time.Second)
 		r.failovers = append(r.failovers, took)
 		r.restart(m)
-		r.waitSlave(m, 15*time.Second)
+		r.rejoined(n, m)
 	})
 	if len(r.failovers) > 0 {
 		xs := slices.Sorted(slices.Values(r.failovers))
@@ -478,7 +506,7 @@ func TestJepsenCtlPauseMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 		resumed := r.h.Len()
-		r.waitSlave(m, 15*time.Second)
+		r.rejoined(n, m)
 		r.checkNoAckAfter(n, m, resumed, "resumed after its pause")
 	})
 }
@@ -508,7 +536,7 @@ func TestJepsenCtlPartitionMaster(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // the old master keeps its clients meanwhile: the lease must hold
 		r.checkNoAckAfter(n, m, fenced, "while partitioned")
 		r.net.HealAll()
-		r.waitSlave(m, 15*time.Second)
+		r.rejoined(n, m)
 	})
 }
 
@@ -525,6 +553,146 @@ func TestJepsenCtlKillLeaderAndMaster(t *testing.T) {
 		r.newMaster(n, mark, m, killed, 20*time.Second)
 		r.startController(li)
 		r.restart(m)
-		r.waitSlave(m, 15*time.Second)
+		r.rejoined(n, m)
 	})
+}
+
+var (
+	ctlBench       = flag.Bool("jepsen.bench", false, "TestJepsenCtlThroughput: run the throughput comparison")
+	ctlBenchRounds = flag.Int("jepsen.benchrounds", 4, "TestJepsenCtlThroughput: rounds, each measuring both groups, alternating their order")
+	ctlBenchFor    = flag.Duration("jepsen.benchtime", 3*time.Second, "TestJepsenCtlThroughput: measured time of each group in each round")
+)
+
+// TestJepsenCtlThroughput (with -jepsen.bench) compares a SYNC group of
+// three under controller mode (the SyncStateSet: every slave acknowledges)
+// with a classic SYNC_MASTER and two slaves, on the same machine in one
+// run: 16 producers on name-server routes each sending 1 KiB messages one
+// at a time, -jepsen.benchtime per group per round, the order alternating
+// by round. It logs each group's msgs/s and the median of the per-round
+// ratios (controller over classic), for both classic settings of
+// inSyncReplicas: 2 (the default: one slave's ack) and 3 (both, as the
+// SyncStateSet of three asks).
+func TestJepsenCtlThroughput(t *testing.T) {
+	if !*ctlBench {
+		t.Skip("a benchmark: run with -jepsen.bench")
+	}
+	ctl := startCtlRig(t, "bench-ctl")
+	ctl.waitMaster(20*time.Second, nil, true)
+	groups := []struct {
+		name string
+		ns   string
+	}{{"controller", ctl.ns.addr}, {"classic-isr2", startClassicGroup(t, "bench-isr2", 2)}, {"classic-isr3", startClassicGroup(t, "bench-isr3", 3)}}
+	topics := map[string]string{"controller": "bench-ctl", "classic-isr2": "bench-isr2", "classic-isr3": "bench-isr3"}
+	rates := map[string][]float64{}
+	for round := range max(*ctlBenchRounds, 1) {
+		order := slices.Clone(groups)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, g := range order {
+			rate, errs := ctlSyncLoad(t, g.ns, topics[g.name], 16, *ctlBenchFor)
+			rates[g.name] = append(rates[g.name], rate)
+			t.Logf("round %d: %s: %.0f msgs/s (%d errors)", round, g.name, rate, errs)
+		}
+	}
+	for _, g := range groups {
+		t.Logf("%s: median %.0f msgs/s over %d rounds %v", g.name, ctlMedian(rates[g.name]), len(rates[g.name]), ctlRound(rates[g.name]))
+	}
+	for _, classic := range []string{"classic-isr2", "classic-isr3"} {
+		var ratios []float64
+		var each []string
+		for i := range rates["controller"] {
+			ratios = append(ratios, rates["controller"][i]/rates[classic][i])
+			each = append(each, fmt.Sprintf("%.2f", ratios[i]))
+		}
+		t.Logf("controller over %s: median ratio %.2f (rounds %s)", classic, ctlMedian(ratios), strings.Join(each, ", "))
+	}
+}
+
+func ctlMedian(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func ctlRound(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// startClassicGroup starts a name server and a classic group (a
+// SYNC_MASTER with inSyncReplicas isr and two slaves replicating
+// directly), creates topic on it, and returns the name server's address.
+func startClassicGroup(t *testing.T, topic string, isr int) string {
+	ns := startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
+	ports := e2eFreePorts(t, 6)
+	startClusterBroker(t, t.TempDir(), ports[0], ports[1], ns.addr, "--brokerName", topic, "--brokerRole", "SYNC_MASTER",
+		"--inSyncReplicas", strconv.Itoa(isr), "--haHousekeepingInterval", "1500")
+	var slaves []*e2eBroker
+	for i := 1; i <= 2; i++ {
+		slaves = append(slaves, startClusterBroker(t, t.TempDir(), ports[2*i], ports[2*i+1], ns.addr, "--brokerName", topic,
+			"--brokerRole", "SLAVE", "--brokerId", strconv.Itoa(i), "--haMasterAddress", "127.0.0.1:"+strconv.Itoa(ports[1]),
+			"--haHousekeepingInterval", "1500"))
+	}
+	admin, err := client.NewAdmin("", client.WithNameServer(ns.addr), client.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := e2eCtx(t, time.Minute)
+	testwait.For(t, testwait.Wall, 10*time.Second, "the classic group registered", func() bool {
+		ci, err := admin.ClusterInfo(ctx)
+		return err == nil && len(ci.Brokers) == 3
+	})
+	if created, err := admin.CreateTopicInCluster(ctx, "DefaultCluster", topic, jepsenQueues); err != nil || len(created) != 1 {
+		t.Fatalf("create topic in the cluster: %v %v", created, err)
+	}
+	for _, s := range slaves {
+		haWaitTopic(t, s.addr, topic, 10*time.Second)
+	}
+	return ns.addr
+}
+
+// ctlSyncLoad runs senders producers on ns's routes, each sending 1 KiB
+// messages one at a time, for a second of warm-up and then d; it returns
+// the acknowledged sends per second of d and the errors.
+func ctlSyncLoad(t *testing.T, ns, topic string, senders int, d time.Duration) (float64, int) {
+	p, err := client.NewProducer("", client.WithNameServer(ns), client.WithTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	body := make([]byte, 1024)
+	warm := time.Now().Add(time.Second)
+	end := warm.Add(d)
+	var mu sync.Mutex
+	acked, errs := 0, 0
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				_, err := p.Send(ctx, &protocol.Message{Topic: topic, Body: body})
+				cancel()
+				if now := time.Now(); now.After(warm) && now.Before(end) {
+					mu.Lock()
+					if err == nil {
+						acked++
+					} else {
+						errs++
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(acked) / d.Seconds(), errs
 }
