@@ -614,10 +614,14 @@ func TestJepsenCtlThroughput(t *testing.T) {
 
 func ctlMedian(xs []float64) float64 {
 	s := slices.Sorted(slices.Values(xs))
-	if len(s) == 0 {
+	switch n := len(s); {
+	case n == 0:
 		return 0
+	case n%2 == 0:
+		return (s[n/2-1] + s[n/2]) / 2
+	default:
+		return s[n/2]
 	}
-	return s[len(s)/2]
 }
 
 func ctlRound(xs []float64) []int {
