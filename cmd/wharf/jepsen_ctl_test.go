@@ -344,7 +344,11 @@ func (r *ctlRig) checkMasters(round int, ops []jepsen.Op) {
 			}
 			a := jepsen.Ack{Key: op.Key, Broker: host.String(), Epoch: epochAt(epochs, off), Invoked: invoked[op.Key], Completed: op.Seq}
 			acks = append(acks, a)
-			per[fmt.Sprintf("epoch %d by %s", a.Epoch, r.nodeAt(a.Broker).name)]++
+			who := a.Broker
+			if n := r.nodeAt(a.Broker); n != nil {
+				who = n.name
+			}
+			per[fmt.Sprintf("epoch %d by %s", a.Epoch, who)]++
 		}
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
