@@ -5,7 +5,10 @@ package main
 // of three brokers in controller mode (the controllers make one the master
 // and the others its slaves). Every link a node dials goes through
 // internal/faultnet: broker -> each controller, broker -> name server,
-// controller -> controller. Producers on name-server routes record every
+// controller -> controller, and slave -> master's replication port (one
+// link per broker's port, shared by its slaves: a master announces one
+// address, brokerIP2 127.0.0.2 with its haListenPort, where the link
+// listens). Producers on name-server routes record every
 // send (WithRetries(0): a duplicate is the broker's); in each round one
 // fault strikes the master under load:
 //
@@ -18,10 +21,11 @@ package main
 //     SIGCONT: the old master must acknowledge no send invoked while it
 //     was stopped (it could write none before the pause, and its lease
 //     has run out after it), and becomes a slave;
-//   - a partition of the master from the controllers and the name server
-//     (its clients still reach it: its lease alone must fence it) until a
-//     new master took writes, then healed: the old master must
-//     acknowledge no send invoked more than a lease after the cut;
+//   - a partition of the master from the controllers and the name server,
+//     in even rounds from its slaves too (its clients still reach it: its
+//     lease alone must fence it) until a new master took writes, then
+//     healed: the old master must acknowledge no send invoked more than a
+//     lease after the cut;
 //   - the controller leader killed together with the master.
 //
 // After the fault, once every replica's log ends where the master's does,
@@ -32,10 +36,6 @@ package main
 // epoch file's range holding the record's CommitLog offset), so that no two
 // brokers acknowledged in one epoch and none acknowledged a send invoked
 // after a newer epoch's first ack.
-//
-// Replication (slave -> master's HA port) does not go through faultnet: a
-// master announces one HA address (brokerIP1:haListenPort, where it
-// listens), so there is no address a proxy could take for it.
 
 import (
 	"cmp"
@@ -45,6 +45,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,9 +160,18 @@ func (r *ctlRig) ctlNode(name string, port, haPort int) *jepsenNode {
 	for i, a := range r.ctl.addrs {
 		ctls[i] = r.link(name, fmt.Sprintf("c%d", i), a)
 	}
+	// Its replication port, as its slaves dial it: brokerIP2 announces
+	// 127.0.0.2 with the port, where the link listens.
+	ha := strconv.Itoa(haPort)
+	if _, err := r.net.LinkOn("slaves", name, "127.0.0.2:"+ha, "127.0.0.1:"+ha); err != nil {
+		r.t.Fatal(err)
+	}
 	n := &jepsenNode{name: name, port: port, haPort: haPort, nsAddr: r.link(name, "ns", r.ns.addr),
 		flags: []string{"--brokerName", jepsenGroup, "--enableControllerMode=true", "--controllerAddr", strings.Join(ctls, ";"),
-			"--masterLeaseMillis", strconv.Itoa(int(ctlLease.Milliseconds())), "--haHousekeepingInterval", "1500"}}
+			"--brokerIP2", "127.0.0.2", "--masterLeaseMillis", strconv.Itoa(int(ctlLease.Milliseconds())),
+			// Above haMetadataInterval (3 s): an idle master sends
+			// nothing more often, and its slaves would redial.
+			"--haHousekeepingInterval", "5000"}}
 	n.b = startClusterBroker(r.t, r.t.TempDir(), port, haPort, n.nsAddr, n.flags...)
 	return n
 }
@@ -453,17 +463,43 @@ func ctlRounds() int {
 	return max(n, 1)
 }
 
-// rejoined waits until the restarted old master m is a live slave and
-// logs whether it cut its log back to the point it shares with the new
-// master (it had bytes no slave had acknowledged).
+// rejoined waits until the old master m is a live slave again and
+// replicating, and logs how its log rejoined the new master's. A log that
+// goes on past the point it shares with the new master (bytes no slave
+// acknowledged) is cut there, but a running broker only records the cut
+// and stops replicating until it restarts (actors/replication.go,
+// truncateLog): the test then restarts it, as an operator or a supervisor
+// would, and the next start makes the cut.
 func (r *ctlRig) rejoined(round int, m *jepsenNode) {
 	r.t.Helper()
 	r.waitSlave(m, 15*time.Second)
-	cut := "its log was a prefix of the new master's"
-	if strings.Contains(m.b.log(), "cutting it to the last common point") {
-		cut = "it cut its log to the point it shares with the new master"
+	const recorded = "the cut is recorded and done when the broker next starts"
+	master, _ := r.waitMaster(10*time.Second, m, false)
+	target, err := haInfo(master.b.addr)
+	if err != nil {
+		r.t.Fatalf("round %d: the master's end: %v", round, err)
 	}
-	r.t.Logf("round %d: %s rejoined as a slave; %s", round, m.name, cut)
+	testwait.For(r.t, testwait.Wall, 15*time.Second, m.name+" replicating again, or waiting for a restart to cut its log", func() bool {
+		if strings.Contains(m.b.log(), recorded) {
+			return true
+		}
+		info, err := haInfo(m.b.addr)
+		return err == nil && info.CommitLogMaxOffset >= target.CommitLogMaxOffset
+	})
+	how := "its log was a prefix of the new master's"
+	switch {
+	case strings.Contains(m.b.log(), recorded):
+		if code, _ := m.b.stop(syscall.SIGTERM, 10*time.Second); code != 0 {
+			r.t.Fatalf("round %d: %s did not stop cleanly (exit %d)", round, m.name, code)
+		}
+		r.restart(m)
+		r.waitSlave(m, 15*time.Second)
+		how = "it recorded the cut of its log to the point it shares with the new master, and made it on a restart: " +
+			regexp.MustCompile(`requested_cut=-?[0-9]+`).FindString(m.b.recoveryReport())
+	case strings.Contains(m.b.log(), "cutting it to the last common point"):
+		how = "it cut its log to the point it shares with the new master"
+	}
+	r.t.Logf("round %d: %s rejoined as a slave; %s", round, m.name, how)
 }
 
 // newMaster waits for a master other than m to be elected and to take a
@@ -551,19 +587,25 @@ func (r *ctlRig) checkFenced(round int, n *jepsenNode, mark int, after time.Time
 }
 
 // TestJepsenCtlPartitionMaster: the master cut off from the three
-// controllers and the name server (its producers still reach it) until a
-// new master took writes, then healed. Its last answered heartbeat was
-// sent before the cut, so its lease ends within ctlLease of it: it must
-// acknowledge no send invoked later than that.
+// controllers and the name server, and in even rounds from its slaves too
+// (their links to its replication port), until a new master took writes;
+// then healed. Its producers still reach it: its lease alone must fence
+// it. Its last answered heartbeat was sent before the cut, so its lease
+// ends within ctlLease of it: it must acknowledge no send invoked later.
 func TestJepsenCtlPartitionMaster(t *testing.T) {
 	ctlTest(t, "jepsen-ctl-partition", func(n int, r *ctlRig, m *jepsenNode) {
+		peers := []string{"c0", "c1", "c2", "ns"}
+		if n%2 == 0 {
+			peers = append(peers, "slaves")
+		}
 		mark, cutting := r.h.Len(), time.Now()
-		for _, peer := range []string{"c0", "c1", "c2", "ns"} {
+		for _, peer := range peers {
 			if r.net.Partition(m.name, peer) != 1 {
 				t.Fatalf("no link between %s and %s", m.name, peer)
 			}
 		}
 		cut := time.Now()
+		r.t.Logf("round %d: %s cut off from %v", n, m.name, peers)
 		r.newMaster(n, mark, m, cutting, 15*time.Second)
 		time.Sleep(500 * time.Millisecond) // the old master keeps its clients meanwhile: the lease must hold
 		r.checkFenced(n, m, mark, cut.Add(ctlLease), "invoked after its lease")
