@@ -79,14 +79,18 @@ type ctlRig struct {
 	load      *jepsenLoad       // the round's
 	ids       map[string]string // earlier rounds' acks: key -> offset message id
 	failovers []time.Duration   // kill -9 of the master to the first SEND_OK on the new one
+	directHA  bool              // slaves dial their master's replication port itself, not a link
 }
 
-func startCtlRig(t *testing.T, topic string) *ctlRig {
+// startCtlRig starts the cluster; with directHA the slaves replicate
+// straight from the master's port (the throughput comparison: no proxy
+// on the data path).
+func startCtlRig(t *testing.T, topic string, directHA bool) *ctlRig {
 	t.Helper()
 	jr := &jepsenRig{t: t, ctx: e2eCtx(t, 5*time.Minute), topic: topic, net: faultnet.NewNet(), h: &jepsen.History{}}
 	t.Cleanup(func() { jr.net.Close() })
 	jr.ns = startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
-	r := &ctlRig{jepsenRig: jr, ids: map[string]string{}}
+	r := &ctlRig{jepsenRig: jr, ids: map[string]string{}, directHA: directHA}
 	r.startControllers()
 	ports := e2eFreePorts(t, 6)
 	for i := range r.nodes {
@@ -160,18 +164,21 @@ func (r *ctlRig) ctlNode(name string, port, haPort int) *jepsenNode {
 	for i, a := range r.ctl.addrs {
 		ctls[i] = r.link(name, fmt.Sprintf("c%d", i), a)
 	}
-	// Its replication port, as its slaves dial it: brokerIP2 announces
-	// 127.0.0.2 with the port, where the link listens.
-	ha := strconv.Itoa(haPort)
-	if _, err := r.net.LinkOn("slaves", name, "127.0.0.2:"+ha, "127.0.0.1:"+ha); err != nil {
-		r.t.Fatal(err)
-	}
 	n := &jepsenNode{name: name, port: port, haPort: haPort, nsAddr: r.link(name, "ns", r.ns.addr),
 		flags: []string{"--brokerName", jepsenGroup, "--enableControllerMode=true", "--controllerAddr", strings.Join(ctls, ";"),
-			"--brokerIP2", "127.0.0.2", "--masterLeaseMillis", strconv.Itoa(int(ctlLease.Milliseconds())),
+			"--masterLeaseMillis", strconv.Itoa(int(ctlLease.Milliseconds())),
 			// Above haMetadataInterval (3 s): an idle master sends
 			// nothing more often, and its slaves would redial.
 			"--haHousekeepingInterval", "5000"}}
+	if !r.directHA {
+		// Its replication port as its slaves dial it: brokerIP2
+		// announces 127.0.0.2 with the port, where the link listens.
+		ha := strconv.Itoa(haPort)
+		if _, err := r.net.LinkOn("slaves", name, "127.0.0.2:"+ha, "127.0.0.1:"+ha); err != nil {
+			r.t.Fatal(err)
+		}
+		n.flags = append(n.flags, "--brokerIP2", "127.0.0.2")
+	}
 	n.b = startClusterBroker(r.t, r.t.TempDir(), port, haPort, n.nsAddr, n.flags...)
 	return n
 }
@@ -431,7 +438,7 @@ func epochAt(epochs []ctlEpoch, off int64) int32 {
 // ctlTest runs rounds of one fault on a fresh cluster: fault injects it on
 // the round's master and heals it; the checks after it are common.
 func ctlTest(t *testing.T, topic string, fault func(n int, r *ctlRig, m *jepsenNode)) *ctlRig {
-	r := startCtlRig(t, topic)
+	r := startCtlRig(t, topic, false)
 	start, rounds := time.Now(), ctlRounds()
 	for n := range rounds {
 		began, mark := time.Now(), r.h.Len()
@@ -650,7 +657,7 @@ func TestJepsenCtlThroughput(t *testing.T) {
 	if !*ctlBench {
 		t.Skip("a benchmark: run with -jepsen.bench")
 	}
-	ctl := startCtlRig(t, "bench-ctl")
+	ctl := startCtlRig(t, "bench-ctl", true)
 	ctl.waitMaster(20*time.Second, nil, true)
 	groups := []struct {
 		name string
@@ -713,12 +720,12 @@ func startClassicGroup(t *testing.T, topic string, isr int) string {
 	ns := startNamesrv(t, "--brokerNotActiveTimeoutMillis", "2000")
 	ports := e2eFreePorts(t, 6)
 	startClusterBroker(t, t.TempDir(), ports[0], ports[1], ns.addr, "--brokerName", topic, "--brokerRole", "SYNC_MASTER",
-		"--inSyncReplicas", strconv.Itoa(isr), "--haHousekeepingInterval", "1500")
+		"--inSyncReplicas", strconv.Itoa(isr), "--haHousekeepingInterval", "5000")
 	var slaves []*e2eBroker
 	for i := 1; i <= 2; i++ {
 		slaves = append(slaves, startClusterBroker(t, t.TempDir(), ports[2*i], ports[2*i+1], ns.addr, "--brokerName", topic,
 			"--brokerRole", "SLAVE", "--brokerId", strconv.Itoa(i), "--haMasterAddress", "127.0.0.1:"+strconv.Itoa(ports[1]),
-			"--haHousekeepingInterval", "1500"))
+			"--haHousekeepingInterval", "5000"))
 	}
 	admin, err := client.NewAdmin("", client.WithNameServer(ns.addr), client.WithTimeout(2*time.Second))
 	if err != nil {
