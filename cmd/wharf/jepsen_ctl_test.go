@@ -423,6 +423,9 @@ func readEpochFile(path string) ([]ctlEpoch, error) {
 		}
 		out = append(out, ctlEpoch{int32(e), s})
 	}
+	if n, err := strconv.Atoi(lines[0]); err != nil || n != len(out) {
+		return nil, fmt.Errorf("epoch file %s: %d entries, the header says %q", path, len(out), lines[0])
+	}
 	return out, nil
 }
 
