@@ -5,7 +5,7 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test run bench sim fuzz vet clean bench-compare jepsen
+.PHONY: build test run bench sim fuzz vet clean bench-compare jepsen bench-failover
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
@@ -44,13 +44,23 @@ SEEDS ?= 10000
 sim: build
 	./$(BIN) sim --seeds $(SEEDS)
 
-# The Jepsen-style tests of cmd/wharf/jepsen_test.go (real processes, faults
-# through a TCP proxy, a history checked for lost, duplicated and reordered
-# messages) with more rounds per fault than `make test` runs (3).
+# The Jepsen-style tests (real processes, faults through a TCP proxy, a
+# history checked for lost, duplicated and reordered messages): classic
+# master/slave in cmd/wharf/jepsen_test.go, controller mode (automatic
+# failover, one master per epoch) in cmd/wharf/jepsen_ctl_test.go, with
+# more rounds per fault than `make test` runs (3 classic, 2 controller).
 # ROUNDS=50 make jepsen for a longer campaign.
 ROUNDS ?= 20
 jepsen:
 	$(GO) test -count=1 -timeout 60m -run '^TestJepsen' -v ./cmd/wharf/ -jepsen.rounds=$(ROUNDS)
+
+# Controller mode's figures in docs/BENCHMARKS.md ("Failover in controller
+# mode"): kill -9 of the master to the first SEND_OK on the new one over 20
+# rounds, then a SYNC group's throughput under controller mode vs classic
+# SYNC_MASTER, alternating.
+bench-failover:
+	$(GO) test -count=1 -timeout 30m -run '^TestJepsenCtlKillMaster$$' -v ./cmd/wharf/ -jepsen.rounds=20 | grep -E 'first SEND_OK|failover|^(ok|FAIL|---)'
+	$(GO) test -count=1 -timeout 30m -run '^TestJepsenCtlThroughput$$' -v ./cmd/wharf/ -jepsen.bench -jepsen.benchrounds=6 -jepsen.benchtime=3s | grep -E 'msgs/s|ratio|^(ok|FAIL|---)'
 
 # Short fuzz runs of every fuzz target (go test -fuzz takes one target at a time).
 fuzz:

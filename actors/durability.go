@@ -305,8 +305,10 @@ func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {
 // in handles a read burst of the replication port.
 func (a *durabilityActor) in(ctx actor.Context, m *haIn) {
 	if a.repl == nil {
-		// A slave's replication port: nobody may replicate from it.
-		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName), Retry: true})
+		// A slave's replication port: nobody may replicate from it. It
+		// may become a master at any moment (the controllers may have told
+		// the slave first), so the slave is told to dial again.
+		m.conn.Send(&protocol.HARefuseRequest{Reason: fmt.Sprintf("broker %s is a slave; replicate from its master", a.cfg.BrokerName), NotMaster: true})
 		m.conn.Close("replication requested from a slave")
 		return
 	}

@@ -103,14 +103,14 @@ func (r *HAMetadataRequest) decodeBody(body []byte, lim Limits) error {
 	return nil
 }
 
-// HARefuseRequest tells a slave why the master refuses it. Retry marks a
-// refusal that may pass (the broker dialled is not a master now: in
-// controller mode, one the controller just made master may not have taken
-// the role yet): the slave dials again after its backoff. Without it the
-// refusal stands until an operator acts (a diverged log).
+// HARefuseRequest tells a slave why the master refuses it. A refusal
+// stops the slave's replication until an operator acts, unless NotMaster
+// says the broker dialled is not a master (yet): under controller mode a
+// slave learns its new master from the controllers, possibly before that
+// broker has taken the role, so it dials again.
 type HARefuseRequest struct {
-	Reason string `msgpack:"reason"`
-	Retry  bool   `msgpack:"retry,omitempty"`
+	Reason    string `msgpack:"reason"`
+	NotMaster bool   `msgpack:"notMaster,omitempty"`
 }
 
 // HAEpochsRequest is the master's epoch entries and its log's end.

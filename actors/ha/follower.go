@@ -196,11 +196,11 @@ func (f *Follower) Receive(now time.Time, id uint64, reqs []protocol.Request) {
 		case *protocol.HAMetadataRequest:
 			f.rd.Imports = append(f.rd.Imports, m)
 		case *protocol.HARefuseRequest:
-			if m.Retry {
-				// Not a master now (in controller mode, perhaps not yet):
-				// the link closes, and Gone dials again after the backoff.
-				f.status = "the broker dialled is not a master (yet): " + m.Reason
-				f.log.Warn("the master refused this slave for now; dialling again", "reason", m.Reason)
+			if m.NotMaster {
+				// Not a master yet (or no longer): the link closes and
+				// Gone dials again after the backoff.
+				f.status = "master " + f.cfg.MasterAddr + " is not a master (yet): " + m.Reason
+				f.log.Warn("the broker dialled as master is not one (yet); dialling again", "master", f.cfg.MasterAddr, "reason", m.Reason)
 				continue
 			}
 			f.refused = m.Reason

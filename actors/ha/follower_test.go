@@ -290,21 +290,22 @@ func TestFollowerRefuse(t *testing.T) {
 	}
 }
 
-// TestFollowerRefuseRetry: a refusal marked retry (the broker dialled is
-// not a master yet) closes the link, and the slave dials again after its
-// backoff.
-func TestFollowerRefuseRetry(t *testing.T) {
+// TestFollowerRefuseNotMaster: a broker that is not a master (yet)
+// refuses with NotMaster: the slave dials it again after the backoff.
+func TestFollowerRefuseNotMaster(t *testing.T) {
 	f := linked(t, openStore(t, smallSeg), 3)
-	f.Receive(t0, 3, []protocol.Request{&protocol.HARefuseRequest{Reason: "broker b is a slave; replicate from its master", Retry: true}})
+	f.Receive(t0, 3, []protocol.Request{&protocol.HARefuseRequest{Reason: "broker b is a slave", NotMaster: true}})
 	f.Ready()
-	f.Gone(3)
-	rd := f.Ready()
-	if rd.RetryIn <= 0 {
-		t.Fatalf("a retryable refusal is not retried: %+v (status %q)", rd, f.Status())
+	if !strings.Contains(f.Status(), "not a master") {
+		t.Fatalf("status %q", f.Status())
 	}
-	f.Reconnect(t0.Add(rd.RetryIn))
+	f.Gone(3)
+	if rd := f.Ready(); rd.RetryIn <= 0 {
+		t.Fatalf("no retry after a NotMaster refusal: %+v", rd)
+	}
+	f.Reconnect(t0)
 	if rd := f.Ready(); !rd.Dial {
-		t.Fatalf("no dial after the backoff: %+v", rd)
+		t.Fatalf("no dial on the retry: %+v", rd)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.BrokerClusterName = c.BrokerClusterName
 	a.NamesrvAddr = c.NameServers()
 	a.BrokerAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.ListenPort))
-	a.HAServerAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.EffectiveHAListenPort()))
+	a.HAServerAddr = net.JoinHostPort(cmp.Or(c.BrokerIP2, c.BrokerIP1), strconv.Itoa(c.EffectiveHAListenPort()))
 	a.BrokerHeartbeatInterval = c.BrokerHeartbeatInterval.Duration()
 	a.HeartbeatTimeout = c.BrokerNotActiveTimeoutMillis.Duration()
 	a.RegisterNameServerPeriod = c.RegisterNameServerPeriod.Duration()

@@ -147,7 +147,8 @@ type jepsenLoad struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	ends   map[string]int // how sends ended: "SEND_OK", a status, "timeout", ...
+	ends   map[string]int    // how sends ended: "SEND_OK", a status, "timeout", ...
+	ids    map[string]string // key -> the offset message id of its SEND_OK (who stored it, where)
 	stopOn sync.Once
 }
 
@@ -157,7 +158,7 @@ func (r *jepsenRig) startLoad(round, senders int) *jepsenLoad {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	l := &jepsenLoad{r: r, p: p, stop: make(chan struct{}), ends: map[string]int{}}
+	l := &jepsenLoad{r: r, p: p, stop: make(chan struct{}), ends: map[string]int{}, ids: map[string]string{}}
 	for g := range senders {
 		l.wg.Add(1)
 		go l.sender(fmt.Sprintf("r%d-p%d", round, g))
@@ -186,6 +187,9 @@ func (l *jepsenLoad) sender(process string) {
 		l.r.h.Complete(process, key, out, pos, err)
 		l.mu.Lock()
 		l.ends[end]++
+		if out == jepsen.Acked {
+			l.ids[key] = res.MsgID
+		}
 		l.mu.Unlock()
 	}
 }

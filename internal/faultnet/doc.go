@@ -15,7 +15,8 @@
 // Bounded: every goroutine belongs to the listener or to one connection,
 // and Close (or Net.Close, which a test registers with t.Cleanup) stops
 // them all and waits for them. Only loopback targets are accepted, and the
-// listeners bind 127.0.0.1.
+// listeners bind 127.0.0.1 (NewLinkOn: another loopback address, for a
+// target that announces an address other than the one it listens on).
 //
 // Imports: std only.
 package faultnet

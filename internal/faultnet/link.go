@@ -67,15 +67,23 @@ func (p *pair) close() {
 
 // NewLink listens on 127.0.0.1 on a free port and forwards to target, a
 // loopback host:port; name appears in errors only.
-func NewLink(name, target string) (*Link, error) {
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, fmt.Errorf("faultnet: link %s: target %q: %w", name, target, err)
+func NewLink(name, target string) (*Link, error) { return NewLinkOn(name, "127.0.0.1:0", target) }
+
+// NewLinkOn is NewLink listening on listen, a loopback host:port (port 0:
+// a free one): for a target that announces one address and listens on
+// another (a broker's brokerIP2 with its haListenPort, say 127.0.0.2:P,
+// and 127.0.0.1:P where it listens).
+func NewLinkOn(name, listen, target string) (*Link, error) {
+	for _, a := range []string{target, listen} {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("faultnet: link %s: address %q: %w", name, a, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("faultnet: link %s: %q is not a loopback address", name, a)
+		}
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("faultnet: link %s: target %q is not a loopback address", name, target)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("faultnet: link %s: listen: %w", name, err)
 	}

@@ -147,6 +147,29 @@ func TestLinkLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestLinkOn: a link listens on the loopback address it is given, on the
+// port of the target's (another loopback IP, the same port), and only on
+// loopback.
+func TestLinkOn(t *testing.T) {
+	target := echo(t)
+	_, port, _ := net.SplitHostPort(target)
+	l, err := NewLinkOn("a->b", net.JoinHostPort("127.0.0.2", port), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if want := "127.0.0.2:" + port; l.Addr() != want {
+		t.Fatalf("listens on %s, want %s", l.Addr(), want)
+	}
+	if got, err := dial(t, l.Addr()).roundTrip("hello", time.Second); err != nil || got != "hello" {
+		t.Fatalf("round trip: %q %v", got, err)
+	}
+	if l, err := NewLinkOn("x", "10.0.0.1:0", target); err == nil {
+		l.Close()
+		t.Errorf("NewLinkOn on 10.0.0.1 accepted")
+	}
+}
+
 // TestNetCloseStopsEverything: links with live, partitioned and delayed
 // connections all end with Close, goroutines included.
 func TestNetCloseStopsEverything(t *testing.T) {

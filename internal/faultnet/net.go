@@ -20,6 +20,12 @@ func NewNet() *Net { return &Net{links: map[[2]string]*Link{}} }
 // to target; the first call for a pair starts it (later calls with another
 // target are an error).
 func (n *Net) Link(from, to, target string) (*Link, error) {
+	return n.LinkOn(from, to, "127.0.0.1:0", target)
+}
+
+// LinkOn is Link listening on listen (NewLinkOn) when it starts the link;
+// a later call for the pair must name the same target.
+func (n *Net) LinkOn(from, to, listen, target string) (*Link, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := [2]string{from, to}
@@ -29,7 +35,7 @@ func (n *Net) Link(from, to, target string) (*Link, error) {
 		}
 		return l, nil
 	}
-	l, err := NewLink(from+"->"+to, target)
+	l, err := NewLinkOn(from+"->"+to, listen, target)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,13 @@
 // one moment, such as "every send acknowledged during the partition is on
 // a slave read during it".
 //
+// CheckMasters checks acknowledgements against "at most one master
+// accepting acknowledged writes per epoch" (controller mode): each Ack
+// names the broker that gave it and that broker's master epoch, and two
+// brokers acknowledging in one epoch (multiple-masters), or an ack of an
+// epoch for a send invoked after a newer epoch's first ack (stale-master),
+// is an anomaly.
+//
 // The package stamps records with time.Now unless History.Clock says
 // otherwise (the stamps are for people: Check goes by the record order),
 // starts no goroutine and does no I/O. Imports: std only.

@@ -31,6 +31,8 @@ type Config struct {
 	ListenPort int `conf:"listenPort"`
 	// TCP port on which a master serves its slaves (0: listenPort + 1).
 	HAListenPort int `conf:"haListenPort"`
+	// IP address a master announces to its slaves with haListenPort, to the controllers and name servers (empty: brokerIP1); the replication port still listens on brokerIP1.
+	BrokerIP2 string `conf:"brokerIP2"`
 	// SLAVE only: host:port of the master's haListenPort.
 	HAMasterAddress string `conf:"haMasterAddress"`
 	// Name server addresses, host:port separated by ';': the broker registers with every one (empty: standalone, no name server).

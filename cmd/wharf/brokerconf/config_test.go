@@ -18,6 +18,7 @@ var zeroDefaults = map[string]bool{
 	"brokerId":                      true, // a master
 	"haListenPort":                  true, // listenPort + 1
 	"haMasterAddress":               true, // masters have none
+	"brokerIP2":                     true, // brokerIP1
 	"namesrvAddr":                   true, // no name server
 	"enableControllerMode":          true, // classic master/slave
 	"controllerAddr":                true, // no controller

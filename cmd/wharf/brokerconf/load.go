@@ -242,7 +242,6 @@ var ignoredKeys = map[string]ignoredKey{
 	"destroyMapedFileIntervalForcibly": {why: "deleted segments are unmapped at the next retention pass"},
 	"redeleteHangedFileInterval":       {why: "deleted segments are unmapped at the next retention pass"},
 	"cleanFileForciblyEnable":          {why: "cleaning above diskSpaceCleanForciblyRatio is always on"},
-	"brokerIP2":                        {why: "a slave connects to its master at haMasterAddress"},
 	"registerBrokerTimeoutMills":       {why: "a name server that leaves a request unanswered for brokerNotActiveTimeoutMillis is reconnected"},
 	"transferMsgByHeap":                {why: "responses are encoded into the connection's buffer"},
 	"serverWorkerThreads":              {why: "the network engine sizes its event loops"},

@@ -83,6 +83,9 @@ func (c Config) Validate() error {
 	} else if a.IsUnspecified() {
 		bad("brokerIP1 %s: must be an address clients can reach; it is advertised and written into every message's store host", c.BrokerIP1)
 	}
+	if a, err := netip.ParseAddr(c.BrokerIP2); c.BrokerIP2 != "" && (err != nil || a.Zone() != "" || a.IsUnspecified()) {
+		bad("brokerIP2 %q: must be an IP address slaves can reach, such as 127.0.0.1 (or empty: brokerIP1)", c.BrokerIP2)
+	}
 	if !validPort(c.ListenPort) {
 		bad("listenPort %d: must be a port 1-65535", c.ListenPort)
 	}
