@@ -75,8 +75,8 @@ type Client struct {
 	// probe: the liveness phase's producer (controller mode), which stops
 	// once every group acknowledged a write after healing.
 	probe bool
-	// commitNode: per group, the broker that acknowledged its commits.
-	commitNode map[int]*Node
+	// commitNode: per queue, the broker that acknowledged its last commit.
+	commitNode map[groupQueue]*Node
 }
 
 // groupQueue is queue q of broker group g.
@@ -203,7 +203,7 @@ func (c *Client) start() {
 		c.next = map[groupQueue]int64{}
 		c.pulling = map[groupQueue]bool{}
 		c.committed = map[groupQueue]int64{}
-		c.commitNode = map[int]*Node{}
+		c.commitNode = map[groupQueue]*Node{}
 		c.sinceCommit = map[groupQueue]int{}
 		c.resuming = make([]bool, len(c.s.groups))
 	}
@@ -315,7 +315,7 @@ func (c *Client) onResponse(conn *Conn, f *protocol.Frame) {
 	case protocol.CodeUpdateConsumerOffset:
 		if gq := (groupQueue{conn.node.g.idx, p.queue}); f.Status == protocol.StatusOK && p.offset > c.committed[gq] {
 			c.committed[gq] = p.offset
-			c.commitNode[conn.node.g.idx] = conn.node
+			c.commitNode[gq] = conn.node
 		}
 		return
 	case protocol.CodeQueryConsumerOffset:
@@ -452,7 +452,7 @@ func (c *Client) onResumeOffset(f *protocol.Frame, p *pending) {
 	// In controller mode consumer offsets reach a new master by
 	// replication, a little behind (at least once): only the broker that
 	// acknowledged the commits must keep them.
-	if acked := c.committed[gq]; off < acked && (c.s.cfg.Ctl == nil || c.commitNode[g.idx] == p.conn.node) {
+	if acked := c.committed[gq]; off < acked && (c.s.cfg.Ctl == nil || c.commitNode[gq] == p.conn.node) {
 		c.s.w.Violationf("client %d: committed offset of %s queue %d moved backwards: broker says %d, it acknowledged %d", c.id, g.spec.Name, p.queue, off, acked)
 	}
 	c.next[gq] = off

@@ -137,6 +137,7 @@ var regressionSeeds = []struct {
 	{195, "sync-disk-faults", "healing ended a disk stall early, so the flush-window check resumed before the stalled flush completed"},
 	{2261, "sync-master", "a slave's report reached its master after the slave's power cut; the checker excused only crashes after the acknowledgement"},
 	{9, "ctl-master-crash", "a master restarted within its own epoch could not take it again (stale epoch) and the controller client kept failing"},
+	{1011, "ctl-master-crash", "a queue's committed offset was judged against the broker that acknowledged another queue's commit"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
