@@ -301,6 +301,9 @@ func (s *Sim) checkApplied(n *Node, g *brokerGroup, before, after protocol.Repli
 		s.w.Violationf("%s applied %s as master of %s epoch %d, another controller %s", n.name, after.MasterAddr, g.spec.Name, after.MasterEpoch, prev)
 	}
 	s.epochMaster[key] = after.MasterAddr
+	if _, ok := s.electedAt[key]; !ok {
+		s.electedAt[key] = s.w.Now()
+	}
 	if after.MasterEpoch <= g.ctlEpoch {
 		return
 	}

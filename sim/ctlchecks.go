@@ -49,6 +49,10 @@ func (s *Sim) onCtlAnswer(c *Conn, f *protocol.Frame, lat time.Duration) {
 	case ew.node != n:
 		s.w.Violationf("%s and %s both stored writes in %s's master epoch %d", ew.node.name, n.name, g.spec.Name, e.Epoch)
 	}
+	if next, ok := s.electedAt[epochKey{g.idx, e.Epoch + 1}]; ok && at.After(next) {
+		s.w.Violationf("%s stored a write of epoch %d that arrived at %.6f, after the controllers elected the master of epoch %d at %.6f: its lease did not stop it",
+			n.name, e.Epoch, at.Sub(Epoch).Seconds(), e.Epoch+1, next.Sub(Epoch).Seconds())
+	}
 	for ep := e.Epoch + 1; ep <= s.topEpoch; ep++ {
 		if later := s.writes[epochKey{g.idx, ep}]; later != nil && later.first.Before(at) {
 			s.w.Violationf("%s stored a write of epoch %d that arrived at %.6f, after %s took the first write of epoch %d at %.6f: its lease did not stop it",

@@ -15,7 +15,7 @@ const ctlStartLimit = 10 * time.Second
 // initCtl builds the controller nodes of a controller-mode run.
 func (s *Sim) initCtl() {
 	s.pcuts, s.haNode, s.nodeAt = map[pair]time.Time{}, map[string]*Node{}, map[string]*Node{}
-	s.epochMaster, s.writes = map[epochKey]string{}, map[epochKey]*epochWrites{}
+	s.epochMaster, s.writes, s.electedAt = map[epochKey]string{}, map[epochKey]*epochWrites{}, map[epochKey]time.Time{}
 	for i, spec := range s.cfg.Ctl.Nodes {
 		n := newControllerNode(s.w, i, spec)
 		n.faults = s.planted.Actors // the controller's planted bugs reach it through Env.Faults

@@ -268,8 +268,9 @@ type Sim struct {
 	epochMaster  map[epochKey]string
 	ctlLossUntil time.Time // controller links lose and reorder messages until then
 	writes       map[epochKey]*epochWrites
-	topEpoch     int32     // the highest epoch in writes
-	loadFrom     time.Time // the load starts (controller mode: once every group has a master)
+	topEpoch     int32                  // the highest epoch in writes
+	electedAt    map[epochKey]time.Time // when a controller first applied each election
+	loadFrom     time.Time              // the load starts (controller mode: once every group has a master)
 	healedAt     time.Time
 }
 
