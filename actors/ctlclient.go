@@ -369,6 +369,7 @@ func (a *ctlClientActor) answer(now time.Time, m *ctlAnswer) {
 			ans.BrokerID = f.BrokerID
 			ans.Info = agentInfo(f)
 		case *protocol.ControllerHeartbeatResponse:
+			ans.MasterEpoch = f.MasterEpoch // a newer one renews no lease
 			if inf, ok := a.core.Info(); ok && (f.MasterEpoch != inf.MasterEpoch || f.SyncStateSetEpoch != inf.SetEpoch) {
 				defer a.core.Notified(now) // the group moved on: read its info now
 			}

@@ -52,6 +52,9 @@ func (t *topicManager) Receive(ctx actor.Context) {
 	case *topicsRole:
 		t.slave = m.slave
 		t.core.SetRole(m.slave)
+		if !m.slave {
+			t.core.Adopt(t.store.Queues())
+		}
 	case *ensureTopic:
 		if t.core.Ensure(m.cfg) {
 			t.k.log.Info("topic auto-created", "topic", m.cfg.TopicName, "queues", m.cfg.WriteQueueNums)

@@ -138,6 +138,10 @@ var regressionSeeds = []struct {
 	{2261, "sync-master", "a slave's report reached its master after the slave's power cut; the checker excused only crashes after the acknowledgement"},
 	{9, "ctl-master-crash", "a master restarted within its own epoch could not take it again (stale epoch) and the controller client kept failing"},
 	{1011, "ctl-master-crash", "a queue's committed offset was judged against the broker that acknowledged another queue's commit"},
+	{2044, "ctl-master-partition", "a deposed master whose notification was lost had its lease renewed by a heartbeat answer of the newer epoch, and acknowledged writes that were then cut"},
+	{1043, "ctl-master-partition", "a demotion emptied the ack set before it was carried out: the confirm offset jumped to the log's end and a consumer read the unconfirmed tail"},
+	{2087, "ctl-master-partition", "the same emptied ack set answered sends still waiting for slaves with SEND_OK"},
+	{1029, "ctl-rejoin", "a slave made master lacked a topic its old master created after the last metadata sync, and took no writes for it"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

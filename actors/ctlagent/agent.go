@@ -114,6 +114,9 @@ type Answer struct {
 	Leader   string // with NotLeader
 	BrokerID int64  // Register
 	Info     *Info  // GetInfo and AlterSet; optional with Heartbeat
+	// MasterEpoch (Heartbeat) is the group's master epoch as the leader
+	// holds it, 0 if not given.
+	MasterEpoch int32
 }
 
 // Role is a role to take. A master starts Epoch in its store (fsynced)

@@ -379,3 +379,40 @@ func TestUnregisteredRegistersAgain(t *testing.T) {
 		t.Fatalf("after registering again: id %d, requests %v", r.a.BrokerID(), r.out)
 	}
 }
+
+// TestHeartbeatOfANewerEpochRenewsNoLease is the simulator's seed 2044 of
+// ctl-master-partition: the controllers elected another master while this
+// one's notification was lost; a heartbeat answer naming the newer epoch
+// must not renew the old master's lease.
+func TestHeartbeatOfANewerEpochRenewsNoLease(t *testing.T) {
+	r := newRun(t, Config{})
+	r.master()
+	r.advance(DefaultHeartbeatInterval)
+	r.answer(r.pop(Heartbeat), Answer{MasterEpoch: 2})
+	if !r.has(GetInfo) {
+		t.Fatal("the newer epoch is not read at once")
+	}
+	r.advance(DefaultLease - DefaultHeartbeatInterval)
+	if r.writable {
+		t.Fatalf("the lease was renewed by an answer of epoch 2 (writable at %v)", r.now.Sub(t0))
+	}
+}
+
+// TestDemotionKeepsTheAckSet: a master that learns of a newer epoch stops
+// writing at once, but the ack set stays: emptied, it would acknowledge
+// the sends still waiting for slaves and confirm the log's tail.
+func TestDemotionKeepsTheAckSet(t *testing.T) {
+	r := newRun(t, Config{})
+	r.master(2)
+	if !slices.Equal(r.ackSet, []int64{2}) {
+		t.Fatalf("ack set %v, want [2]", r.ackSet)
+	}
+	r.advance(DefaultHeartbeatInterval)
+	r.answer(r.pop(GetInfo), Answer{Info: &Info{MasterID: 3, MasterAddr: "m3", MasterEpoch: 2, Set: []int64{3}, SetEpoch: 3}})
+	if r.writable {
+		t.Fatal("a deposed master still writes")
+	}
+	if !slices.Equal(r.ackSet, []int64{2}) {
+		t.Fatalf("ack set %v after the demotion, want [2] kept", r.ackSet)
+	}
+}

@@ -124,10 +124,17 @@ func (a *Agent) answered(now time.Time, k Kind, f *flight, ans Answer) {
 		a.brokerID = ans.BrokerID
 		a.due[Heartbeat], a.due[GetInfo] = now, now
 	case Heartbeat:
+		a.due[k] = f.sentAt.Add(a.cfg.HeartbeatInterval)
+		if a.haveInfo && ans.MasterEpoch > a.info.MasterEpoch {
+			// The group moved on to an epoch this broker has not heard of
+			// (its notification lost): the answer confirms nothing this
+			// broker holds, so it renews no lease. Learn the new epoch.
+			a.due[GetInfo] = now
+			return
+		}
 		if f.sentAt.After(a.lastOK) {
 			a.lastOK = f.sentAt
 		}
-		a.due[k] = f.sentAt.Add(a.cfg.HeartbeatInterval)
 	case GetInfo:
 		a.due[k] = f.sentAt.Add(a.cfg.HeartbeatInterval)
 	case AlterSet:

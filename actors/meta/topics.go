@@ -82,6 +82,21 @@ func (t *Topics) Load(table storage.TopicTable, queues []storage.QueueKey) {
 	if t.table.Topics == nil {
 		t.table.Topics = map[string]storage.TopicConfig{}
 	}
+	t.adopt(queues)
+	t.publish()
+}
+
+// Adopt adds the topics the log's queues name that the table lacks, as
+// Load does, and saves the table if it grew: a slave made master holds the
+// messages of a topic its old master created after the last metadata sync,
+// and must serve (and register) it.
+func (t *Topics) Adopt(queues []storage.QueueKey) {
+	if t.adopt(queues) {
+		t.change()
+	}
+}
+
+func (t *Topics) adopt(queues []storage.QueueKey) bool {
 	lost := map[string]int32{} // topic -> queues it needs
 	for _, k := range queues {
 		if _, ok := t.table.Topics[k.Topic]; !ok && !strings.HasPrefix(k.Topic, "%") {
@@ -91,7 +106,7 @@ func (t *Topics) Load(table storage.TopicTable, queues []storage.QueueKey) {
 	for topic, n := range lost {
 		t.table.Topics[topic] = storage.TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: storage.PermRead | storage.PermWrite}
 	}
-	t.publish()
+	return len(lost) > 0
 }
 
 // Ensure adds a topic a send created (the writer has already published it)

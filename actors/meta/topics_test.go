@@ -201,6 +201,24 @@ func TestTopicsLoad(t *testing.T) {
 	}
 }
 
+// TestTopicsAdopt: a slave made master adopts, and saves, the topics its
+// log's queues name that its table lacks (its old master created them
+// after the last metadata sync); a table that lacks none is not written.
+func TestTopicsAdopt(t *testing.T) {
+	core := NewTopics(8)
+	core.Load(storage.TopicTable{Topics: map[string]storage.TopicConfig{"a": tc("a", 1, 4)}}, nil)
+	drainTopics(t, core, nil)
+	core.Adopt([]storage.QueueKey{{Topic: "a", QueueID: 0}})
+	if s := drainTopics(t, core, nil); s.publish != nil || len(s.saves) != 0 {
+		t.Fatalf("nothing to adopt changed the table: %+v", s)
+	}
+	core.Adopt([]storage.QueueKey{{Topic: "a", QueueID: 0}, {Topic: "late", QueueID: 3}})
+	s := drainTopics(t, core, nil)
+	if len(s.saves) != 1 || s.publish["late"].WriteQueueNums != 8 || s.publish["a"].WriteQueueNums != 1 {
+		t.Fatalf("adopting a late topic: %+v", s)
+	}
+}
+
 func TestTopicsEnsure(t *testing.T) {
 	core := NewTopics(8)
 	core.Load(storage.TopicTable{Topics: map[string]storage.TopicConfig{"a": tc("a", 1, 4)}}, nil)
