@@ -260,3 +260,22 @@ func TestControllerElectsUnderAStreamOfRequests(t *testing.T) {
 		t.Fatalf("first master elected %v after the heartbeats began, want within %v", d, 2*controller.DefaultScanInterval)
 	}
 }
+
+// TestNewLeaderServesReadsWithoutProposals: a new controller leader's
+// empty entry reaches no state machine, and a read's index is the commit
+// index, that entry's. With nothing proposed after the leader change (the
+// master keeps heartbeating, so nobody is elected), reads must still be
+// answered: once, they waited for an applied command at that index that
+// never came, and every broker's request timed out.
+func TestNewLeaderServesReadsWithoutProposals(t *testing.T) {
+	g := newCtlGroupWith(t, 3, &controller.Config{HeartbeatTimeout: 3 * time.Second})
+	l := g.waitLeader("a first controller leader")
+	b := g.broker("id-a", "10.0.0.1:10911")
+	b.register(l)
+	g.stop(l)
+	nl := g.waitLeader("a controller leader after the first died")
+	r := b.ask(nl, &protocol.GetReplicaInfoRequest{GroupRef: ctlGref, BrokerID: b.id})
+	if info, _ := r.Fields.(*protocol.ReplicaInfo); r.Status != protocol.StatusOK || info == nil || info.BrokerID != b.id {
+		t.Fatalf("read on the new leader: %v %s %+v", r.Status, r.Remark, r.Fields)
+	}
+}

@@ -495,6 +495,7 @@ func (a *raftActor) absorb(rd raftnode.Ready, now time.Time) {
 			a.cfg.OnApplied(e.Index, e.Data, result, e.ID)
 		}
 	}
+	a.applied = max(a.applied, rd.Applied) // a new leader's empty entry reaches no state machine
 	if len(rd.Committed) > 0 && a.applied >= a.snap+a.cfg.SnapshotEvery {
 		a.compact()
 	}

@@ -58,12 +58,18 @@ type Ready struct {
 	Dropped []Dropped
 	// Status is set when the leader, the term or serving changed.
 	Status *Status
+	// Applied, when not 0, is how far the log is applied now, counting the
+	// entries that reach no state machine (a new leader's empty entry):
+	// reads at or below it may be served. A read's Index is the commit
+	// index, often such an entry's, so the owner must not wait for a
+	// Committed at that index, which may never come.
+	Applied uint64
 }
 
 // Empty reports whether rd holds nothing.
 func (rd Ready) Empty() bool {
 	return rd.Persist.Empty() && rd.Restore == nil && len(rd.Messages) == 0 && len(rd.Committed) == 0 &&
-		len(rd.Reads) == 0 && len(rd.Dropped) == 0 && rd.Status == nil
+		len(rd.Reads) == 0 && len(rd.Dropped) == 0 && rd.Status == nil && rd.Applied == 0
 }
 
 // Committed is one committed command.
@@ -130,6 +136,7 @@ type Node struct {
 	compact    *pb.Snapshot // a compaction waiting for its turn to persist
 	compacting *pb.Snapshot // the compaction being persisted
 	applied    uint64
+	appliedOut uint64 // applied as last reported in a Ready
 	out        Ready
 
 	props map[uint64]uint64 // pending proposal id -> term proposed in
@@ -439,6 +446,9 @@ func (n *Node) Ready() Ready {
 		n.release()
 	}
 	n.observe()
+	if n.applied != n.appliedOut {
+		n.out.Applied, n.appliedOut = n.applied, n.applied
+	}
 	out := n.out
 	n.out = Ready{}
 	return out
