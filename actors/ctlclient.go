@@ -132,6 +132,7 @@ type ctlClientActor struct {
 	// syncFlush: a slave's copy counts (for joining the SyncStateSet) only
 	// once fsynced, as it does for acknowledgements.
 	syncFlush bool
+	priority  int32 // brokerElectionPriority
 	// writable and leaseEnd are the agent's last word on writes.
 	writable bool
 	leaseEnd time.Time
@@ -309,7 +310,7 @@ func (a *ctlClientActor) wire(r ctlagent.Request) protocol.Request {
 			BrokerAddr: a.id.brokerAddr, HAServerAddr: a.id.haServerAddr}
 	case ctlagent.Heartbeat:
 		return &protocol.ControllerHeartbeatRequest{GroupRef: a.id.ref, BrokerID: r.BrokerID, BrokerAddr: a.id.brokerAddr,
-			Epoch: r.Epoch, MaxOffset: r.MaxOffset, ConfirmOffset: r.ConfirmOffset}
+			Epoch: r.Epoch, MaxOffset: r.MaxOffset, ConfirmOffset: r.ConfirmOffset, ElectionPriority: a.priority}
 	case ctlagent.GetInfo:
 		return &protocol.GetReplicaInfoRequest{GroupRef: a.id.ref, BrokerID: r.BrokerID}
 	default:
@@ -491,7 +492,7 @@ func (b *Broker) startController(spawn func(string, func() actor.Actor) *actor.P
 		identity: identity, brokerAddr: addr, haServerAddr: b.cfg.HAServerAddr}
 	pid := spawn("ctlclient", func() actor.Actor {
 		return &ctlClientActor{k: b.k, p: b.p, v: b.v, st: b.store, cfg: cfg, id: id, dial: b.env.Dial, limits: b.limits,
-			syncFlush: b.cfg.FlushDiskType == SyncFlush}
+			syncFlush: b.cfg.FlushDiskType == SyncFlush, priority: b.cfg.BrokerElectionPriority}
 	})
 	if pid == nil {
 		return errors.New("actors: spawn the controller client")

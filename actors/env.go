@@ -126,6 +126,9 @@ type Config struct {
 	// HAMaxTimeSlaveNotCatchup: a SyncStateSet member behind the master
 	// (or away) this long is proposed out of the set.
 	HAMaxTimeSlaveNotCatchup time.Duration
+	// BrokerElectionPriority: among equally caught-up candidates the
+	// controller elects the lowest (controller mode).
+	BrokerElectionPriority int32
 
 	// Consumer groups, retries and delays.
 	ConsumerHeartbeatInterval time.Duration   // members heartbeat this often; 3 missed and they are out

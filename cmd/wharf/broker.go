@@ -129,6 +129,7 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.ControllerHeartbeatInterval = c.ControllerHeartbeatInterval.Duration()
 	a.MasterLease = c.MasterLeaseMillis.Duration()
 	a.HAMaxTimeSlaveNotCatchup = c.HAMaxTimeSlaveNotCatchup.Duration()
+	a.BrokerElectionPriority = int32(c.BrokerElectionPriority)
 	// A pull or query answer must fit in a frame and well within what a
 	// connection may have unsent (a bigger answer would disconnect a client
 	// that reads normally).

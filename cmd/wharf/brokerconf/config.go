@@ -1,6 +1,7 @@
 package brokerconf
 
 import (
+	"math"
 	"os"
 	"time"
 )
@@ -130,6 +131,8 @@ type Config struct {
 	MasterLeaseMillis Millis `conf:"masterLeaseMillis"`
 	// enableControllerMode: milliseconds a SyncStateSet member may stay behind the master (or away) before the master drops it from the set (Wharf default 3000; RocketMQ's 15000).
 	HAMaxTimeSlaveNotCatchup Millis `conf:"haMaxTimeSlaveNotCatchup"`
+	// enableControllerMode: among equally caught-up candidates the controller elects the lowest (RocketMQ's key).
+	BrokerElectionPriority int `conf:"brokerElectionPriority"`
 
 	// Create a topic on its first send instead of refusing it with TOPIC_NOT_EXIST.
 	AutoCreateTopicEnable bool `conf:"autoCreateTopicEnable"`
@@ -200,6 +203,7 @@ func Default() Config {
 		ControllerHeartbeatInterval:     500,
 		MasterLeaseMillis:               1500,
 		HAMaxTimeSlaveNotCatchup:        3000,
+		BrokerElectionPriority:          math.MaxInt32,
 		MaxFrameSize:                    16 << 20,
 		MaxOutboundBytes:                64 << 20,
 		ServerChannelMaxIdleTimeSeconds: 120,
