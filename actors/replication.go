@@ -114,25 +114,28 @@ func (a *writerActor) haTick(ctx actor.Context, now time.Time) {
 	a.slaveHolds(ctx) // again: a restarted Reput actor waits for it
 }
 
-// slaveHolds lifts the Reput actor's limit on a slave (controller mode)
-// to what it holds of the confirmed log: its log's end, but no further
-// than the confirm offset its master last sent, or, until one came, the
-// one it had itself (a master just deposed: the tail past its own confirm
-// offset was never acknowledged, and is cut when it rejoins, so its
-// consumers must not see it meanwhile). The writer sends it, not the
-// durability actor, because it is the log's appender: the end it reads has
-// none of its own writes as a master, and the limit reaches the Reput
-// actor before any of them does (one mailbox, FIFO).
+// slaveHolds lifts the Reput actor's limit on a slave (controller mode) to
+// its log's end: a slave's consumers see what it holds, and a slave made
+// master serves at once what it was sent. A master just deposed is the
+// exception until its new master sends a confirm offset: the tail past its
+// own last confirm offset was never acknowledged and is cut when it
+// rejoins, so its consumers must not see it meanwhile. The writer sends
+// the limit, not the durability actor, because it is the log's appender:
+// the end it reads has none of its own writes as a master, and the limit
+// reaches the Reput actor before any of them does (one mailbox, FIFO).
 func (a *writerActor) slaveHolds(ctx actor.Context) {
 	if !a.cfg.EnableControllerMode || !a.role.slave() {
 		return
 	}
-	confirmed := a.v.confirmOffset()
+	limit := a.st.CommitLog().MaxOffset()
 	if a.fol != nil && a.fol.ConfirmOffset() > 0 {
-		confirmed = a.fol.ConfirmOffset()
-		a.v.publishConfirm(confirmed)
+		a.v.publishConfirm(a.fol.ConfirmOffset())
+		a.deposed = false
 	}
-	ctx.Send(a.p.reput, &confirmMoved{offset: min(a.st.CommitLog().MaxOffset(), confirmed)})
+	if a.deposed {
+		limit = min(limit, a.v.confirmOffset())
+	}
+	ctx.Send(a.p.reput, &confirmMoved{offset: limit})
 }
 
 // drainFollower carries out what the follower asks for.

@@ -142,6 +142,7 @@ var regressionSeeds = []struct {
 	{1043, "ctl-master-partition", "a demotion emptied the ack set before it was carried out: the confirm offset jumped to the log's end and a consumer read the unconfirmed tail"},
 	{2087, "ctl-master-partition", "the same emptied ack set answered sends still waiting for slaves with SEND_OK"},
 	{1029, "ctl-rejoin", "a slave made master lacked a topic its old master created after the last metadata sync, and took no writes for it"},
+	{5013, "ctl-master-crash", "a slave's queues lagged its log (its reput limit held at its old master's confirm offset), so the slave made master answered a consumer's next offset as moved"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
