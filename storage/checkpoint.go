@@ -126,33 +126,9 @@ func sortQueueMarks(q []queueMark) {
 	})
 }
 
-// writeFileAtomic replaces name with data durably: write a temp file, sync
-// it, rename it over name, sync the directory.
+// writeFileAtomic is vfs.WriteFileAtomic.
 func writeFileAtomic(fsys vfs.FS, name string, data []byte) error {
-	tmp := name + ".tmp"
-	_ = fsys.Remove(tmp) // leftover of a crash mid-write
-	f, err := fsys.Create(tmp, 0)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", name, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("rename %s: %w", name, err)
-	}
-	if err := fsys.SyncDir(path.Dir(name)); err != nil {
-		return fmt.Errorf("sync dir of %s: %w", name, err)
-	}
-	return nil
+	return vfs.WriteFileAtomic(fsys, name, data)
 }
 
 // readFile reads a whole file of at most limit bytes. ok is false if it

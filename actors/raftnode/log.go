@@ -398,31 +398,7 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// writeFileAtomic writes data to name through a synced temp file and a
-// rename, then syncs the directory: a crash leaves the old state or the new.
+// writeFileAtomic is vfs.WriteFileAtomic.
 func writeFileAtomic(fsys vfs.FS, name string, data []byte) error {
-	tmp := name + ".tmp"
-	_ = fsys.Remove(tmp) // a leftover of a crash mid-write, if any
-	f, err := fsys.Create(tmp, 0)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", name, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("rename %s: %w", name, err)
-	}
-	if err := fsys.SyncDir(path.Dir(name)); err != nil {
-		return fmt.Errorf("sync dir of %s: %w", name, err)
-	}
-	return nil
+	return vfs.WriteFileAtomic(fsys, name, data)
 }
