@@ -274,8 +274,7 @@ func (r *devRun) waitRegistered(ctx context.Context, nsAddr string) error {
 				last = -2
 				r.say("dev: every broker has its role; waiting for the slaves to join their SyncStateSets")
 			}
-		}
-		if n := len(r.brokers()) - len(missing); n != last {
+		} else if n := len(r.brokers()) - len(missing); n != last {
 			last = n
 			r.say("dev: %d of %d brokers registered with the name server (waiting for %s)", n, len(r.brokers()), strings.Join(names(missing), ", "))
 		}
