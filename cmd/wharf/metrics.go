@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/internal/metrics"
@@ -72,4 +73,20 @@ func (m *metricsServer) seam(bm *metrics.Broker) actors.Metrics {
 		return nil
 	}
 	return bm
+}
+
+// addMetricsFlags registers --metricsPort and --metricsHost for the name
+// server and the controller (the broker has them as broker.conf keys).
+func addMetricsFlags(f *pflag.FlagSet, port *int, host *string) {
+	f.IntVar(port, "metricsPort", *port, "port of the HTTP server for /metrics and /healthz (-1: the listening port + 3, 0: off)")
+	f.StringVar(host, "metricsHost", *host, "address the metrics server binds to (127.0.0.1: loopback only)")
+}
+
+// metricsPortOf is the metrics port: set, or own + 3 when set is -1 (the
+// broker's rule, brokerconf.Config.EffectiveMetricsPort); 0 is off.
+func metricsPortOf(set, own int) int {
+	if set == -1 {
+		return own + 3
+	}
+	return set
 }
