@@ -83,6 +83,7 @@ func (b *Broker) Start() error {
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, log: b.log}
+	b.k.metrics, b.k.timed = metricsOf(b.env)
 	if b.env.Faults != nil {
 		b.k.faults = *b.env.Faults
 	}
@@ -218,6 +219,7 @@ type request struct {
 	code   protocol.Code
 	opaque uint32
 	oneway bool
+	at     time.Time // when its burst arrived; zero unless metrics want latencies
 }
 
 func (b *Broker) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
@@ -233,9 +235,13 @@ func (b *Broker) Deliver(in *Inbound) {
 		return
 	}
 	bu := newBurst(in)
+	var at time.Time
+	if b.k.timed {
+		at = b.k.now()
+	}
 	for i, f := range in.Frames {
 		r := &bu.reqs[i]
-		*r = request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway()}
+		*r = request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway(), at: at}
 		if f.IsResponse() {
 			b.respond(r, protocol.StatusFrameIllegal, "a response frame sent to the broker", nil)
 			in.Conn.Close("client sent a response frame")
@@ -339,11 +345,21 @@ func (b *Broker) route(r *request, req protocol.Request) {
 }
 
 // Connected counts a new connection (for stats).
-func (b *Broker) Connected(Conn) { b.stats.conns.Add(1) }
+func (b *Broker) Connected(Conn) {
+	b.stats.conns.Add(1)
+	if b.k != nil {
+		b.k.metrics.Connections(1)
+	}
+}
 
 // Disconnected implements Handler. Held pulls of the connection expire on
 // their own; writes to a closed connection are dropped by the transport.
-func (b *Broker) Disconnected(Conn) { b.stats.conns.Add(-1) }
+func (b *Broker) Disconnected(Conn) {
+	b.stats.conns.Add(-1)
+	if b.k != nil {
+		b.k.metrics.Connections(-1)
+	}
+}
 
 // viewMessage answers VIEW_MESSAGE_BY_ID from the log directly: log reads of
 // written ranges are safe from any goroutine.

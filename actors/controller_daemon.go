@@ -111,7 +111,7 @@ func (c *Controller) Start() error {
 	}
 	actorLog := c.log.With("lib", "protoactor")
 	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
-	c.k = &kit{root: c.sys.Root, clock: c.env.Clock, runIO: c.env.RunIO, log: c.log}
+	c.k = &kit{root: c.sys.Root, clock: c.env.Clock, runIO: c.env.RunIO, log: c.log, metrics: noMetrics{}}
 	if c.env.Faults != nil {
 		c.k.faults = *c.env.Faults
 	}

@@ -107,14 +107,17 @@ func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {
 func (d *dispatchActor) ready(ctx actor.Context, rd dispatch.Ready) {
 	for _, w := range rd.Dropped {
 		parked(w.(*pullMsg).conn, -1)
+		d.k.metrics.LongPolls(-1)
 	}
 	for _, a := range rd.Answers {
 		m := a.To.(*pullMsg)
 		if a.Unpark {
 			parked(m.conn, -1)
+			d.k.metrics.LongPolls(-1)
 		}
 		if a.Status == protocol.StatusOK {
 			d.gets.Add(int64(len(a.Records)))
+			d.k.metrics.Pulled(m.req.Topic, len(a.Records), rawBytes(a.Records))
 			d.k.respondRecords(m.request, a.Status, a.Remark, &Records{Kind: RecordsPull, Raw: a.Records, Pull: a.Pull})
 			continue
 		}
@@ -126,6 +129,7 @@ func (d *dispatchActor) ready(ctx actor.Context, rd dispatch.Ready) {
 	}
 	for _, w := range rd.Parked {
 		parked(w.(*pullMsg).conn, 1)
+		d.k.metrics.LongPolls(1)
 	}
 	if !rd.Arm.IsZero() {
 		d.k.after(rd.Arm.Sub(d.k.now()), ctx.Self(), &pullTick{})

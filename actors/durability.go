@@ -57,6 +57,8 @@ type durabilityRole struct {
 type flushDone struct {
 	flushed int64
 	err     error
+	took    time.Duration // for the metrics seam
+	from    int64         // the flushed offset before
 }
 
 // flushTick drives ASYNC_FLUSH.
@@ -255,15 +257,17 @@ func (a *durabilityActor) publishConfirm() {
 
 // startFlush runs one fsync of the log up to target, off the actor.
 func (a *durabilityActor) startFlush(target int64) {
-	st := a.st
+	st, k := a.st, a.k
 	a.k.io(a.self, func() any {
+		t0, from := k.now(), st.CommitLog().FlushedOffset()
 		flushed, err := st.Flush(target)
-		return &flushDone{flushed: flushed, err: err}
+		return &flushDone{flushed: flushed, err: err, took: k.now().Sub(t0), from: from}
 	})
 }
 
 func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 	now := a.k.now()
+	a.k.metrics.Fsync(m.took, m.flushed-m.from, m.flushed-a.st.CommitLog().MinOffset())
 	a.gate.Flushed(now, m.flushed)
 	if m.err != nil {
 		a.k.log.Error("commitlog fsync failed: data since the last successful flush may be lost; refusing writes", "err", m.err, "flushed", m.flushed)

@@ -51,6 +51,8 @@ type Env struct {
 	// first time it starts on a store (ctlclient.go); nil: crypto/rand.
 	// The simulator passes its seeded source.
 	Rand io.Reader
+	// Metrics is the observability seam (metrics.go); nil: none.
+	Metrics Metrics
 }
 
 // FlushDiskType is SYNC_FLUSH or ASYNC_FLUSH.

@@ -20,6 +20,10 @@ type kit struct {
 	runIO  func(func())
 	log    *slog.Logger
 	faults Faults
+	// metrics is never nil (the no-op by default); timed says it wants
+	// latencies, so requests carry their arrival time.
+	metrics Metrics
+	timed   bool
 }
 
 // pids are the addresses of the broker's top-level actors, filled in by
@@ -50,6 +54,7 @@ func (k *kit) send(pid *actor.PID, msg any) { k.root.Send(pid, msg) }
 // respond answers r with a typed response, unless the request was oneway;
 // the connection's codec encodes it.
 func (k *kit) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
+	k.observe(r, st)
 	if r == nil || r.oneway || r.conn == nil {
 		return
 	}
@@ -59,8 +64,19 @@ func (k *kit) respond(r *request, st protocol.Status, remark string, resp protoc
 // respondRecords answers r with log records as read (a pull), encoded by the
 // connection's codec.
 func (k *kit) respondRecords(r *request, st protocol.Status, remark string, recs *Records) {
+	k.observe(r, st)
 	if r == nil || r.oneway || r.conn == nil {
 		return
 	}
 	r.conn.Reply(Response{Code: r.code, Opaque: r.opaque, Status: st, Remark: remark, Records: recs})
+}
+
+// observe reports an answered request's latency to the metrics seam;
+// requests stamped with no arrival time (metrics off, internal ones) are
+// not timed.
+func (k *kit) observe(r *request, st protocol.Status) {
+	if !k.timed || r == nil || r.at.IsZero() {
+		return
+	}
+	k.metrics.Request(r.code, st, k.now().Sub(r.at))
 }

@@ -50,7 +50,7 @@ func (n *NameServer) Start() error {
 	}
 	actorLog := n.log.With("lib", "protoactor")
 	n.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
-	n.k = &kit{root: n.sys.Root, clock: n.env.Clock, runIO: n.env.RunIO, log: n.log}
+	n.k = &kit{root: n.sys.Root, clock: n.env.Clock, runIO: n.env.RunIO, log: n.log, metrics: noMetrics{}}
 	// Restart a panicking actor, at most 10 times a minute; beyond that
 	// the name server cannot be trusted to go on (Env.Fatal).
 	fatal := n.env.Fatal

@@ -144,6 +144,9 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
 	a.published(ctx, res)
 	for i, it := range wb.items {
+		if res.Outcomes[i].Stored {
+			a.k.metrics.Stored(it.topic, len(it.msgs), bodyBytes(it.msgs))
+		}
 		a.answer(ctx, now, it, &a.items[i], res.Outcomes[i])
 	}
 	if res.Stored > 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/cmd/wharf/brokerconf"
+	"github.com/wharfmq/wharf/internal/metrics"
 	"github.com/wharfmq/wharf/netio"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage"
@@ -149,9 +150,16 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 // asks for it (a slave whose log must be cut back to its master's, in
 // controller mode: actors.Env.Restart) is stopped cleanly and started
 // again on the same store, which Open cuts first.
+//
+// The metrics server and its registry outlive such a restart: the counters
+// go on, and /healthz says not ready in between.
 func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error {
+	reg := metrics.NewRegistry()
+	bm := metrics.NewBroker(reg)
+	ms := startMetrics(c.MetricsHost, c.EffectiveMetricsPort(), reg, log)
+	defer ms.stop()
 	for {
-		again, err := runBrokerOnce(ctx, c, log)
+		again, err := runBrokerOnce(ctx, c, log, ms.seam(bm), ms)
 		if err != nil || !again {
 			return err
 		}
@@ -159,7 +167,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	}
 }
 
-func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (again bool, err error) {
+func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m actors.Metrics, ms *metricsServer) (again bool, err error) {
 	sc := c.StoreConfig()
 	tuneGC(log)
 	log.Info("opening store", "dir", sc.StorePathRootDir)
@@ -185,7 +193,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (
 	limits.MaxFrameSize = c.MaxFrameSize
 	limits.MaxMessageSize = c.MaxMessageSize
 	restart := make(chan string, 1)
-	b := actors.New(actorsConfig(c, sc), brokerEnv(log, limits, restart), store, limits)
+	b := actors.New(actorsConfig(c, sc), brokerEnv(log, limits, restart, m), store, limits)
 	if err := b.Start(); err != nil {
 		store.Close()
 		return false, err
@@ -213,6 +221,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (
 		b.Stop()
 		return false, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	ms.setReady(true)
 	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
 		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
 		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
@@ -230,13 +239,14 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger) (
 	default:
 		again = waitForStopOr(ctx, log, restart)
 	}
+	ms.setReady(false)
 	return again, stopBroker(srv, ha, b, log)
 }
 
 // brokerEnv is the broker's outside world in production; a restart the
 // broker asks for is sent on restart.
-func brokerEnv(log *slog.Logger, limits protocol.Limits, restart chan<- string) actors.Env {
-	return actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(),
+func brokerEnv(log *slog.Logger, limits protocol.Limits, restart chan<- string, m actors.Metrics) actors.Env {
+	return actors.Env{Clock: wallClock{}, Logger: log, Dispatcher: defaultDispatcher(), Metrics: m,
 		Restart: func(reason string) {
 			select {
 			case restart <- reason:

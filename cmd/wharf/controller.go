@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/actors/controller"
+	"github.com/wharfmq/wharf/internal/metrics"
 	"github.com/wharfmq/wharf/netio"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/storage/vfs"
@@ -43,6 +45,10 @@ type controllerConfig struct {
 	SnapshotEvery                   uint64
 	ServerChannelMaxIdleTimeSeconds int
 	MaxFrameSize                    int
+	// MetricsPort serves /metrics and /healthz (-1: this node's port + 3,
+	// 0: off) on MetricsHost; standalone nodes only.
+	MetricsPort int
+	MetricsHost string
 }
 
 func defaultControllerConfig() controllerConfig {
@@ -50,7 +56,7 @@ func defaultControllerConfig() controllerConfig {
 	return controllerConfig{ControllerPeers: "n0-127.0.0.1:9878", ControllerSelfID: "n0", StorePathRootDir: filepath.Join(os.Getenv("HOME"), "store"),
 		ControllerHeartBeatTimeoutMills: controller.DefaultHeartbeatTimeout.Milliseconds(),
 		ElectionTimeoutMillis:           1000, TickIntervalMillis: 100, SnapshotEvery: 10000,
-		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize}
+		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize, MetricsPort: -1, MetricsHost: "127.0.0.1"}
 }
 
 // controllerPeer is one entry of --controllerPeers.
@@ -118,6 +124,7 @@ the peers. Every setting is a flag named as RocketMQ's controller key.`,
 	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
 		"close a connection idle that long (0: never)")
 	f.IntVar(&c.MaxFrameSize, "maxFrameSize", c.MaxFrameSize, "largest frame accepted (bytes)")
+	addMetricsFlags(f, &c.MetricsPort, &c.MetricsHost)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.AddCommand(newControllerStatusCmd())
@@ -176,11 +183,21 @@ func controllerNodeConfig(c controllerConfig) (actors.ControllerConfig, string, 
 }
 
 func runController(ctx context.Context, c controllerConfig, log *slog.Logger) error {
+	_, listen, err := controllerNodeConfig(c)
+	if err != nil {
+		return err
+	}
 	stop, err := startController(c, log)
 	if err != nil {
 		return err
 	}
+	_, port, _ := net.SplitHostPort(listen)
+	own, _ := strconv.Atoi(port)
+	ms := startMetrics(c.MetricsHost, metricsPortOf(c.MetricsPort, own), metrics.NewRegistry(), log)
+	defer ms.stop()
+	ms.setReady(true)
 	waitForStop(ctx, log)
+	ms.setReady(false)
 	if err := stop(); err != nil {
 		return err
 	}

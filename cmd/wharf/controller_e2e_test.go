@@ -29,7 +29,8 @@ type e2eControllers struct {
 
 // fast raft timing keeps the test short; the heartbeat timeout is the
 // default's.
-var e2eControllerFlags = []string{"--electionTimeoutMillis", "300", "--tickIntervalMillis", "50", "--log-level", "info"}
+// metricsPort 0: the node's port + 3 may be another test's free port.
+var e2eControllerFlags = []string{"--electionTimeoutMillis", "300", "--tickIntervalMillis", "50", "--log-level", "info", "--metricsPort", "0"}
 
 func startControllers(t *testing.T, n int) *e2eControllers {
 	g := &e2eControllers{t: t, bin: e2eBinary(t)}
@@ -198,7 +199,7 @@ func TestE2ENamesrvEmbeddedController(t *testing.T) {
 	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	p := &e2eBroker{t: t, dir: t.TempDir(), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.launch(bin, []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(ports[0]),
-		"--enableControllerInNamesrv", "--controllerPeers", "n0-" + ctl, "--controllerSelfId", "n0", "--storePathRootDir", p.dir})
+		"--enableControllerInNamesrv", "--controllerPeers", "n0-" + ctl, "--controllerSelfId", "n0", "--storePathRootDir", p.dir, "--metricsPort", "0"})
 	if !p.waitLog(`msg="controller started" component=controller listen=`+ctl+" ", 10*time.Second) || !p.waitLog(`msg="name server started"`, time.Second) {
 		t.Fatalf("the name server with its controller did not start:\n%s", p.log())
 	}

@@ -91,6 +91,9 @@ var e2eBaseFlags = []string{
 	"--maxIndexNum", "200000",
 	"--warmMapedFileEnable=false",
 	"--log-level", "info",
+	// Off: listenPort + 3 may be another test's free port. A test of
+	// the metrics server passes its own.
+	"--metricsPort", "0",
 }
 
 // e2eBroker is one run of `wharf broker` (a restart is a new e2eBroker on

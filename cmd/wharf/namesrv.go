@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/internal/metrics"
 	"github.com/wharfmq/wharf/netio"
 	"github.com/wharfmq/wharf/protocol"
 )
@@ -36,11 +37,16 @@ type namesrvConfig struct {
 	// entry), its raft log under StorePathRootDir/controller.
 	EnableControllerInNamesrv bool
 	Controller                controllerConfig
+	// MetricsPort serves /metrics and /healthz (-1: listenPort + 3, 0:
+	// off) on MetricsHost; an embedded controller shares it.
+	MetricsPort int
+	MetricsHost string
 }
 
 func defaultNamesrvConfig() namesrvConfig {
 	return namesrvConfig{ListenPort: 9876, BindAddress: "0.0.0.0", BrokerNotActiveTimeoutMillis: 5000,
-		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize, Controller: defaultControllerConfig()}
+		ServerChannelMaxIdleTimeSeconds: 120, MaxFrameSize: protocol.DefaultMaxFrameSize, Controller: defaultControllerConfig(),
+		MetricsPort: -1, MetricsHost: "127.0.0.1"}
 }
 
 // addNamesrvCommand registers `wharf namesrv`.
@@ -76,6 +82,7 @@ Every setting is a flag named as RocketMQ's namesrv.conf key; no file is needed.
 	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
 		"close a connection idle that long (0: never)")
 	f.IntVar(&c.MaxFrameSize, "maxFrameSize", c.MaxFrameSize, "largest frame accepted (bytes)")
+	addMetricsFlags(f, &c.MetricsPort, &c.MetricsHost)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(cmd)
@@ -122,7 +129,11 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 		stopController = stop
 	}
 
+	ms := startMetrics(c.MetricsHost, metricsPortOf(c.MetricsPort, c.ListenPort), metrics.NewRegistry(), log)
+	defer ms.stop()
+	ms.setReady(true)
 	waitForStop(ctx, log)
+	ms.setReady(false)
 	cerr := stopController()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

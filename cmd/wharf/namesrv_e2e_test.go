@@ -26,7 +26,9 @@ func startNamesrv(t *testing.T, flags ...string) *e2eNamesrv {
 	bin := e2eBinary(t)
 	port := e2eFreePorts(t, 1)[0]
 	n := &e2eNamesrv{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), stderr: &syncBuffer{}, done: make(chan struct{})}
-	args := append([]string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(port)}, flags...)
+	// metricsPort 0 unless flags say otherwise: listenPort + 3 may be
+	// another test's free port.
+	args := append([]string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(port), "--metricsPort", "0"}, flags...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.stderr, n.stderr
 	if err := n.cmd.Start(); err != nil {

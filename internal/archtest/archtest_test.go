@@ -27,6 +27,7 @@ const (
 	raft       = "go.etcd.io/raft/v3"
 	gnet       = "github.com/panjf2000/gnet/v2"
 	hdrhist    = "github.com/HdrHistogram/hdrhistogram-go"
+	promclient = "github.com/prometheus/client_golang"
 )
 
 // std stands for the standard library in an allowlist.
@@ -94,6 +95,8 @@ var layers = map[string]layer{
 	// proxy the tests of real processes put between nodes.
 	"internal/jepsen":   {imports: []string{std}},
 	"internal/faultnet": {imports: []string{std}, tests: []string{mod("internal/testwait")}},
+	// The daemons' Prometheus side of the actors' Metrics seam.
+	"internal/metrics": {imports: []string{std, mod("protocol"), promclient}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), hdrhist}},
 }

@@ -50,6 +50,10 @@ type Config struct {
 	MaxOutboundBytes int64 `conf:"maxOutboundBytes"`
 	// Seconds a client connection may stay idle before the broker closes it.
 	ServerChannelMaxIdleTimeSeconds Seconds `conf:"serverChannelMaxIdleTimeSeconds"`
+	// Wharf only: TCP port of the HTTP server for Prometheus metrics (/metrics) and readiness (/healthz); -1 means listenPort + 3, 0 turns it off.
+	MetricsPort int `conf:"metricsPort"`
+	// Wharf only: IP address the metrics server binds to (default 127.0.0.1: loopback only; 0.0.0.0 for every interface).
+	MetricsHost string `conf:"metricsHost"`
 
 	// Directory of the store's files (Wharf default ./data, where make run keeps them; RocketMQ's is ~/store).
 	StorePathRootDir string `conf:"storePathRootDir"`
@@ -207,6 +211,8 @@ func Default() Config {
 		MaxFrameSize:                    16 << 20,
 		MaxOutboundBytes:                64 << 20,
 		ServerChannelMaxIdleTimeSeconds: 120,
+		MetricsPort:                     -1,
+		MetricsHost:                     "127.0.0.1",
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		MappedFileSizeCommitLog:    1 << 30,
@@ -281,12 +287,25 @@ func (c Config) EffectiveHAListenPort() int {
 	return c.HAListenPort
 }
 
-// fillDerived sets the keys whose default depends on other keys: haListenPort
-// and storePathCommitLog. An haListenPort that listenPort + 1 would make
-// invalid stays 0, for Validate to explain.
+// EffectiveMetricsPort is metricsPort, or listenPort + 3 when it is -1
+// (listenPort + 1 is replication's, and RocketMQ's fast port was
+// listenPort - 2); 0 is off.
+func (c Config) EffectiveMetricsPort() int {
+	if c.MetricsPort == -1 {
+		return c.ListenPort + 3
+	}
+	return c.MetricsPort
+}
+
+// fillDerived sets the keys whose default depends on other keys:
+// haListenPort, metricsPort and storePathCommitLog. A port the derivation
+// would make invalid stays as it was, for Validate to explain.
 func (c *Config) fillDerived() {
 	if validPort(c.EffectiveHAListenPort()) {
 		c.HAListenPort = c.EffectiveHAListenPort()
+	}
+	if validPort(c.EffectiveMetricsPort()) {
+		c.MetricsPort = c.EffectiveMetricsPort()
 	}
 	if c.StorePathCommitLog == "" {
 		c.StorePathCommitLog = defaultCommitLogPath(c.StorePathRootDir)

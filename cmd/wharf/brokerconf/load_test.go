@@ -99,6 +99,7 @@ messageDelayLevel = 1s 5s \
 	want.FlushDiskType = SyncFlush
 	want.ListenPort = 20911
 	want.HAListenPort = 20912
+	want.MetricsPort = 20914 // listenPort + 3
 	want.StorePathRootDir = "/var/lib/wharf"
 	want.StorePathCommitLog = "/var/lib/wharf/commitlog"
 	want.FileReservedTime = 48

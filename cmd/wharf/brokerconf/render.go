@@ -27,6 +27,7 @@ func (c Config) Properties() string {
 var derivedDefaults = map[string]string{
 	"brokerName":         "host name (`broker-a` if unknown)",
 	"haListenPort":       "listenPort + 1",
+	"metricsPort":        "listenPort + 3",
 	"storePathCommitLog": "`${storePathRootDir}/commitlog`",
 }
 

@@ -97,6 +97,18 @@ func (c Config) Validate() error {
 	case ha == c.ListenPort:
 		bad("haListenPort %d: must differ from listenPort", ha)
 	}
+	switch m := c.EffectiveMetricsPort(); {
+	case m == 0:
+	case !validPort(m) && c.MetricsPort == -1:
+		bad("metricsPort %d (listenPort + 3): must be a port 1-65535; set metricsPort (0: off)", m)
+	case !validPort(m):
+		bad("metricsPort %d: must be a port 1-65535, 0 (off) or -1 (listenPort + 3)", m)
+	case m == c.ListenPort || m == c.EffectiveHAListenPort():
+		bad("metricsPort %d: must differ from listenPort and haListenPort", m)
+	}
+	if a, err := netip.ParseAddr(c.MetricsHost); err != nil || a.Zone() != "" {
+		bad("metricsHost %q: must be an IP address such as 127.0.0.1", c.MetricsHost)
+	}
 	if c.HAMasterAddress != "" {
 		if err := checkHostPort(c.HAMasterAddress); err != nil {
 			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
