@@ -410,11 +410,20 @@ func (a *ctlClientActor) closed(now time.Time, m *ctlClosed) {
 }
 
 // expire forgets calls the agent has timed out already (it ignores their
-// late answers): the map stays bounded while a controller is silent.
+// late answers), so the map stays bounded while a controller is silent,
+// and closes the link they went on: a controller that leaves a request
+// unanswered for the request timeout is unreachable however its socket
+// looks (a dead process behind a proxy, a silent network), and the next
+// request to it dials again instead of writing into the void.
 func (a *ctlClientActor) expire(now time.Time) {
 	for op, c := range a.calls {
-		if !now.Before(c.deadline) {
-			delete(a.calls, op)
+		if now.Before(c.deadline) {
+			continue
+		}
+		delete(a.calls, op)
+		if l := a.links[c.addr]; l != nil && l.ID() == c.link {
+			delete(a.links, c.addr)
+			l.Close("no answer from the controller within the request timeout")
 		}
 	}
 }

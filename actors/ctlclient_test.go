@@ -30,10 +30,12 @@ type ctlNet struct {
 	hold   map[string]bool    // frames from this address wait until released
 	held   map[string][]func()
 	silent atomic.Bool // the controller answers nothing
+	dials  map[string]int
 }
 
 func newCtlNet() *ctlNet {
-	return &ctlNet{ids: 5000, ends: map[string]Handler{}, mute: map[string]bool{}, hold: map[string]bool{}, held: map[string][]func(){}}
+	return &ctlNet{ids: 5000, ends: map[string]Handler{}, mute: map[string]bool{}, hold: map[string]bool{}, held: map[string][]func(){},
+		dials: map[string]int{}}
 }
 
 func (n *ctlNet) listen(addr string, h Handler) {
@@ -51,6 +53,7 @@ func (n *ctlNet) unlisten(addr string) {
 func (n *ctlNet) dial(addr string, h Handler) (Conn, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.dials[addr]++
 	srv := n.ends[addr]
 	if srv == nil {
 		return nil, fmt.Errorf("dial %s: connection refused", addr)
@@ -331,6 +334,9 @@ func TestControllerMode(t *testing.T) {
 	}
 
 	// The controller falls silent: the lease runs out.
+	net.mu.Lock()
+	dialsBefore := net.dials["ctl:9878"]
+	net.mu.Unlock()
 	net.silent.Store(true)
 	silent := loop.Now()
 	testwait.For(t, loop, 3*time.Second, "writes refused", func() bool {
@@ -346,6 +352,13 @@ func TestControllerMode(t *testing.T) {
 	if f := m.sendNow("late"); !strings.Contains(f.Remark, "lease") {
 		t.Fatalf("refusal remark %q does not say why", f.Remark)
 	}
+	// Unanswered requests closed the silent link: the client dials again
+	// rather than writing into it for ever.
+	testwait.For(t, loop, 3*time.Second, "the silent controller dialled again", func() bool {
+		net.mu.Lock()
+		defer net.mu.Unlock()
+		return net.dials["ctl:9878"] > dialsBefore
+	})
 }
 
 // logHolds waits until the CommitLog of s holds body (read raw: a slave
