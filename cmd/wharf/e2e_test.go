@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,16 +112,28 @@ type e2eBroker struct {
 
 // e2eFreePorts returns n distinct loopback ports that were free a moment
 // ago.
+//
+// The ports come from below the kernel's ephemeral range (32768 and up on
+// Linux), where no outgoing connection takes a local port and no :0
+// listener lands: a port picked there once lost the race to the local port
+// of some other test's connection before the daemon bound it.
 func e2eFreePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt > 1000 {
+			t.Fatal("no free loopback port below the ephemeral range")
+		}
+		p := 20000 + rand.IntN(12000)
+		if slices.Contains(ports, p) {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports
 }
