@@ -170,6 +170,8 @@ func TestE2ENameServer(t *testing.T) {
 		if b.call(hb, &rr); rr.Unknown {
 			t.Fatalf("broker-b's heartbeat answered Unknown")
 		}
+		// b's heartbeat rhythm (a real broker's interval), not a wait for a
+		// condition: a's lease must run out while b keeps its own.
 		time.Sleep(300 * time.Millisecond)
 		rd = protocol.RouteData{}
 		cl.call(&protocol.GetRouteInfoRequest{Topic: "orders"}, &rd)
