@@ -6,66 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
-// fakeController answers every GET_METADATA_INFO on a loopback port with md.
-func fakeController(t *testing.T, md *protocol.ControllerMetadata) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+// TestControllerMetadata asks a real raft group of three controllers,
+// through a follower, a dead address and the leader.
+func TestControllerMetadata(t *testing.T) {
+	ctl := brokertest.StartControllers(t, 3)
+	testwait.For(t, testwait.Wall, 20*time.Second, "a controller leader", func() bool { return ctl.Leader() >= 0 })
+	group := protocol.GroupRef{ClusterName: "c", BrokerName: "g"}
+	if _, err := ctl.Join(group, "replica-1", "127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go serveMetadata(c, md)
-		}
-	}()
-	return l.Addr().String()
-}
-
-func serveMetadata(c net.Conn, md *protocol.ControllerMetadata) {
-	defer c.Close()
-	var buf []byte
-	chunk := make([]byte, 4096)
-	for {
-		n, err := protocol.Split(buf, protocol.Limits{})
-		if err != nil {
-			return
-		}
-		if n == 0 {
-			m, err := c.Read(chunk)
-			if err != nil {
-				return
-			}
-			buf = append(buf, chunk[:m]...)
-			continue
-		}
-		f, err := protocol.DecodeFrame(buf[:n], protocol.Limits{})
-		buf = append([]byte(nil), buf[n:]...)
-		if err != nil {
-			return
-		}
-		out, err := protocol.AppendResponse(nil, f.Code, f.Opaque, protocol.StatusOK, "", md)
-		if err != nil || f.Code != protocol.CodeControllerGetMetadataInfo {
-			out, _ = protocol.AppendResponse(nil, f.Code, f.Opaque, protocol.StatusRequestCodeNotSupported, "no", nil)
-		}
-		if _, err := c.Write(out); err != nil {
-			return
-		}
-	}
-}
-
-func TestControllerMetadata(t *testing.T) {
-	group := protocol.ReplicaInfo{GroupRef: protocol.GroupRef{ClusterName: "c", BrokerName: "g"}, MasterID: 2, MasterEpoch: 4,
-		SyncStateSet: []int64{2, 3}, SyncStateSetEpoch: 7, Replicas: []protocol.Replica{{BrokerID: 2, BrokerAddr: "b:1", Alive: true}}}
-	leader := fakeController(t, &protocol.ControllerMetadata{IsLeader: true, Groups: []protocol.ReplicaInfo{group}})
-	follower := fakeController(t, &protocol.ControllerMetadata{LeaderAddr: leader, Term: 5})
+	li := ctl.Leader()
+	addrs := ctl.Addrs()
+	leader, follower := addrs[li], addrs[(li+1)%3]
 	dead := func() string { // a port nobody listens on
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -76,18 +33,22 @@ func TestControllerMetadata(t *testing.T) {
 	}()
 	opts := []Option{WithTimeout(time.Second), WithDialTimeout(time.Second)}
 
-	nodes, err := ControllerNodes(testCtx(t), follower+";"+dead+";"+leader, opts...)
-	if err != nil || len(nodes) != 3 {
-		t.Fatalf("nodes %+v, err %v", nodes, err)
-	}
-	if n := nodes[0]; n.Addr != follower || n.Err != nil || n.IsLeader || n.LeaderAddr != leader || n.Term != 5 {
+	var nodes []ControllerNode
+	var err error
+	// A follower names the leader once the leader's first append reached it.
+	testwait.For(t, testwait.Wall, 10*time.Second, "the follower to name the leader", func() bool {
+		nodes, err = ControllerNodes(testCtx(t), follower+";"+dead+";"+leader, opts...)
+		return err == nil && len(nodes) == 3 && nodes[0].LeaderAddr == leader
+	})
+	if n := nodes[0]; n.Addr != follower || n.Err != nil || n.IsLeader || n.LeaderAddr != leader || n.Term == 0 {
 		t.Errorf("follower %+v", n)
 	}
 	if n := nodes[1]; n.Addr != dead || n.Err == nil {
 		t.Errorf("unreachable node %+v", n)
 	}
 	md, err := ControllerMetadata(testCtx(t), follower+";"+dead+";"+leader, opts...)
-	if err != nil || md.Addr != leader || len(md.Groups) != 1 || md.Groups[0].MasterEpoch != 4 || !md.Groups[0].Replicas[0].Alive {
+	if err != nil || md.Addr != leader || len(md.Groups) != 1 || md.Groups[0].BrokerName != "g" || len(md.Groups[0].Replicas) != 1 ||
+		md.Groups[0].Replicas[0].BrokerAddr != "127.0.0.1:1" || !md.Groups[0].Replicas[0].Alive {
 		t.Fatalf("leader's metadata %+v, err %v", md, err)
 	}
 	if _, err := ControllerMetadata(testCtx(t), follower+";"+dead, opts...); !errors.Is(err, ErrNoControllerLeader) {
