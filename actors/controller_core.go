@@ -62,6 +62,7 @@ func (a *raftActor) newCore(now time.Time) *controller.State {
 	cfg := a.cfg.Core
 	cfg.Origin = coreOrigin(a.cfg.SelfID, a.cfg.Seed, now, a.gen)
 	cfg.Faults.ElectOutsideSyncStateSet = a.k.faults.ElectOutsideSyncStateSet
+	cfg.Faults.ElectLackingReplica = a.k.faults.ElectLackingReplica
 	st := &controller.State{}
 	a.cs.core = controller.NewCore(cfg, st)
 	a.cs.waiting = map[uint64]*request{}

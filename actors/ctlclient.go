@@ -211,7 +211,8 @@ func (a *ctlClientActor) handle(ctx actor.Context, now time.Time, msg any) bool 
 // storeState is the store as the agent needs it.
 func (a *ctlClientActor) storeState() ctlagent.StoreState {
 	last, _ := a.st.LastEpoch()
-	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset(), ConfirmOffset: a.v.confirmOffset()}
+	return ctlagent.StoreState{Epoch: last.Epoch, MaxOffset: a.st.CommitLog().MaxOffset(), ConfirmOffset: a.v.confirmOffset(),
+		MayLackAcked: a.st.MayLackAcked()}
 }
 
 // slaveProgress is the slaves' progress as the agent counts it: under
@@ -310,7 +311,8 @@ func (a *ctlClientActor) wire(r ctlagent.Request) protocol.Request {
 			BrokerAddr: a.id.brokerAddr, HAServerAddr: a.id.haServerAddr}
 	case ctlagent.Heartbeat:
 		return &protocol.ControllerHeartbeatRequest{GroupRef: a.id.ref, BrokerID: r.BrokerID, BrokerAddr: a.id.brokerAddr,
-			Epoch: r.Epoch, MaxOffset: r.MaxOffset, ConfirmOffset: r.ConfirmOffset, ElectionPriority: a.priority}
+			Epoch: r.Epoch, MaxOffset: r.MaxOffset, ConfirmOffset: r.ConfirmOffset, ElectionPriority: a.priority,
+			MayLackAcked: r.MayLackAcked}
 	case ctlagent.GetInfo:
 		return &protocol.GetReplicaInfoRequest{GroupRef: a.id.ref, BrokerID: r.BrokerID}
 	default:
@@ -393,7 +395,7 @@ func (a *ctlClientActor) answer(now time.Time, m *ctlAnswer) {
 // is its HA address, where slaves replicate from.
 func agentInfo(f *protocol.ReplicaInfo) *ctlagent.Info {
 	return &ctlagent.Info{MasterID: f.MasterID, MasterAddr: f.MasterHAAddr, MasterEpoch: f.MasterEpoch,
-		Set: slices.Clone(f.SyncStateSet), SetEpoch: f.SyncStateSetEpoch}
+		Set: slices.Clone(f.SyncStateSet), SetEpoch: f.SyncStateSetEpoch, MasterMayLackAcked: f.MasterMayLackAcked}
 }
 
 // closed fails every request in flight on a lost link.

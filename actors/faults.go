@@ -22,6 +22,10 @@ type Faults struct {
 	// ElectOutsideSyncStateSet: the controller leader elects a live replica
 	// outside the SyncStateSet (controller.Faults).
 	ElectOutsideSyncStateSet bool
+	// ElectLackingReplica: the controller leader elects a SyncStateSet
+	// member whose log may lack acknowledged messages while another
+	// member is not heard from.
+	ElectLackingReplica bool
 	// NoLease: a controller-mode master keeps accepting writes after its
 	// lease ran out (ctlagent.Config.NoLease).
 	NoLease bool

@@ -131,6 +131,7 @@ func (a *writerActor) slaveHolds(ctx actor.Context) {
 	if a.fol != nil && a.fol.ConfirmOffset() > 0 {
 		a.v.publishConfirm(a.fol.ConfirmOffset())
 		a.deposed = false
+		a.caughtUp()
 	}
 	if a.deposed {
 		limit = min(limit, a.v.confirmOffset())

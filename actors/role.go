@@ -197,7 +197,43 @@ func (a *writerActor) startEpoch(to roleState) error {
 		// master, one per epoch): the epoch goes on where its log ends.
 		return nil
 	}
-	return a.st.StartEpoch(to.epoch, a.st.CommitLog().MaxOffset())
+	if err := a.st.StartEpoch(to.epoch, a.st.CommitLog().MaxOffset()); err != nil {
+		return err
+	}
+	// The controllers elected this log, as it is, the truth of the epoch.
+	a.clearMayLackAcked("elected master of epoch " + strconv.Itoa(int(to.epoch)))
+	return nil
+}
+
+// clearMayLackAcked drops the store's mark that its log may lack
+// acknowledged messages, once that is known not to matter (why). It runs
+// on the writer, once per mark: a removal and a directory fsync. A failure
+// keeps the mark, which only costs availability (the controllers elect
+// this replica only as the best of its whole SyncStateSet), and is retried
+// at the next occasion.
+func (a *writerActor) clearMayLackAcked(why string) {
+	if !a.st.MayLackAcked() {
+		return
+	}
+	if err := a.st.ClearMayLackAcked(); err != nil {
+		a.k.log.Error("cannot clear the store's may-lack-acknowledged mark", "why", why, "err", err)
+		return
+	}
+	a.k.log.Info("the log holds every acknowledged message again", "why", why)
+}
+
+// caughtUp clears the mark on a slave whose log reached the confirm offset
+// its master sent since this start: everything acknowledged, before the
+// crash too, lies below that offset (the confirm offset never moves back,
+// and an acknowledged send is below it), so the log lacks nothing any
+// more.
+func (a *writerActor) caughtUp() {
+	if a.fol == nil || !a.st.MayLackAcked() {
+		return
+	}
+	if c := a.fol.HeardConfirm(); c > 0 && a.st.CommitLog().MaxOffset() >= c {
+		a.clearMayLackAcked("caught up with the master's confirm offset " + strconv.FormatInt(c, 10))
+	}
 }
 
 // roleActor is the role supervisor: it owns the broker's role, carries out

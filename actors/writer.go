@@ -107,6 +107,11 @@ func (a *writerActor) start(ctx actor.Context) {
 		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
 	}
 	a.k.after(a.cfg.HASendHeartbeatInterval, a.self, &haTick{})
+	if !a.cfg.EnableControllerMode || a.cfg.FlushDiskType == SyncFlush {
+		// Only a controller's election reads the mark, and under
+		// SYNC_FLUSH every acknowledged copy was fsynced first.
+		a.clearMayLackAcked("acknowledged copies are fsynced, or no controller elects")
+	}
 	a.enterRole(now, "")
 	if a.fol != nil {
 		a.drainFollower(ctx) // a slave dials its master now, not at the first heartbeat

@@ -144,6 +144,12 @@ type ControllerHeartbeatRequest struct {
 	ConfirmOffset int64 `msgpack:"confirmOffset"`
 	// ElectionPriority: lower wins among equally caught-up candidates.
 	ElectionPriority int32 `msgpack:"electionPriority,omitempty"`
+	// MayLackAcked: the broker's log may lack messages it had acknowledged
+	// (it restarted after an unclean stop under ASYNC_FLUSH, whose copies
+	// are acknowledged from memory, and has not caught up with a master's
+	// confirm offset since). The controllers elect such a replica only
+	// while every SyncStateSet member is heard from, the best of them.
+	MayLackAcked bool `msgpack:"mayLackAcked,omitempty"`
 }
 
 // Check reports a missing field or a non-positive brokerId.
@@ -252,6 +258,12 @@ type ReplicaInfo struct {
 	SyncStateSet      []int64   `msgpack:"syncStateSet"`
 	SyncStateSetEpoch int32     `msgpack:"syncStateSetEpoch"`
 	Replicas          []Replica `msgpack:"replicas"` // by brokerId
+	// MasterMayLackAcked: the master was elected knowing that its log may
+	// lack messages it had acknowledged (ControllerHeartbeatRequest.
+	// MayLackAcked), as the best of its whole SyncStateSet. A broker whose
+	// log may lack them takes the master role only from such an election,
+	// of an epoch it has not begun.
+	MasterMayLackAcked bool `msgpack:"masterMayLackAcked,omitempty"`
 }
 
 // NotifyBrokerRoleChangedRequest pushes a group's new replica info. It is

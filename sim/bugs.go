@@ -58,6 +58,8 @@ var Bugs = []Bug{
 		// A slave cut off from its master falls out of the set while it
 		// still heartbeats the controllers: the live replica outside it.
 		Scenarios: []string{"ctl-master-crash"}, plant: func(p *Planted) { p.Actors.ElectOutsideSyncStateSet = true }},
+	{Name: "elect-lacking-replica", Breaks: "the controllers elect a SyncStateSet member that lost acknowledged copies only as the best of the whole set",
+		Scenarios: []string{"ctl-lost-tail"}, plant: func(p *Planted) { p.Actors.ElectLackingReplica = true }},
 	{Name: "no-lease", Breaks: "a master stops storing writes before a master of a newer epoch takes its first (the lease)",
 		Scenarios: []string{"ctl-master-partition", "ctl-master-pause"}, plant: func(p *Planted) { p.Actors.NoLease = true }},
 	{Name: "ack-old-sync-state-set", Breaks: "a SEND_OK comes only once every member of the SyncStateSet the controllers applied holds the message",

@@ -285,9 +285,14 @@ func (s *Sim) checkApplied(n *Node, g *brokerGroup, before, after protocol.Repli
 		s.w.Violationf("%s: %s's master epoch went from %d to %d, set epoch from %d to %d", n.name, g.spec.Name,
 			before.MasterEpoch, after.MasterEpoch, before.SyncStateSetEpoch, after.SyncStateSetEpoch)
 	}
-	if after.MasterEpoch != before.MasterEpoch && before.MasterEpoch > 0 && !slices.Contains(before.SyncStateSet, after.MasterID) {
+	if after.MasterEpoch != before.MasterEpoch && before.MasterEpoch > 0 && !slices.Contains(s.electable(g, before), after.MasterID) {
 		s.w.Violationf("%s elected broker %d master of %s (epoch %d) outside the SyncStateSet %v of epoch %d",
 			n.name, after.MasterID, g.spec.Name, after.MasterEpoch, before.SyncStateSet, before.MasterEpoch)
+	}
+	if after.MasterEpoch != before.MasterEpoch {
+		if _, ok := s.replacedSet[epochKey{g.idx, after.MasterEpoch}]; !ok {
+			s.replacedSet[epochKey{g.idx, after.MasterEpoch}] = slices.Clone(before.SyncStateSet)
+		}
 	}
 	if after.MasterEpoch == before.MasterEpoch {
 		if after.SyncStateSetEpoch > g.setEpoch && after.MasterEpoch == g.ctlEpoch {
@@ -315,6 +320,19 @@ func (s *Sim) checkApplied(n *Node, g *brokerGroup, before, after protocol.Repli
 	g.ctlEpoch, g.set, g.setEpoch = after.MasterEpoch, slices.Clone(after.SyncStateSet), after.SyncStateSetEpoch
 	g.setMaster(m)
 	s.w.Tracef("%s: %s master of epoch %d (broker %d, set %v), applied by %s", g.spec.Name, m.name, after.MasterEpoch, after.MasterID, g.set, n.name)
+}
+
+// electable is who may succeed the master of before's epoch without
+// losing an acknowledged message: a member of its SyncStateSet, or, while
+// no write of that epoch (and of the epochs before it, walking back) was
+// acknowledged, of the set its election replaced: that master never began
+// its epoch, so those members still hold everything acknowledged.
+func (s *Sim) electable(g *brokerGroup, before protocol.ReplicaInfo) []int64 {
+	out := slices.Clone(before.SyncStateSet)
+	for ep := before.MasterEpoch; ep > 1 && s.writes[epochKey{g.idx, ep}] == nil; ep-- {
+		out = append(out, s.replacedSet[epochKey{g.idx, ep}]...)
+	}
+	return out
 }
 
 // epochKey is a group's master epoch.

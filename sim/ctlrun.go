@@ -16,6 +16,7 @@ const ctlStartLimit = 10 * time.Second
 func (s *Sim) initCtl() {
 	s.pcuts, s.haNode, s.nodeAt = map[pair]time.Time{}, map[string]*Node{}, map[string]*Node{}
 	s.epochMaster, s.writes, s.electedAt = map[epochKey]string{}, map[epochKey]*epochWrites{}, map[epochKey]time.Time{}
+	s.replacedSet = map[epochKey][]int64{}
 	for i, spec := range s.cfg.Ctl.Nodes {
 		n := newControllerNode(s.w, i, spec)
 		n.faults = s.planted.Actors // the controller's planted bugs reach it through Env.Faults
@@ -140,6 +141,23 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 			w.Tracef("fault: %s cut off from its master %s for %v", sl.name, n.name, d)
 			s.cut(sl, n, d)
 		}
+	case FaultCtlLostTail:
+		if len(g.slaves) == 0 || !n.up {
+			break
+		}
+		// Every slave: a slave that kept its tail would be elected, rightly.
+		w.Tracef("fault: %s's slaves lose their unflushed tails, then their master %s dies", g.spec.Name, n.name)
+		for _, sl := range g.slaves {
+			s.crashSlaveWith(g, sl, vfs.CrashOptions{UnsyncedKeepRatio: 0.3 * w.rng.Float64()})
+		}
+		// The master dies before its request to shrink the set reaches
+		// the controllers (a shared power feed's cut and a process
+		// crash, say), or, less often, just after.
+		w.at(w.Now().Add(time.Duration(w.rng.Intn(3000))*time.Microsecond), owner{}, func() {
+			if g.master == n && n.up {
+				s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
+			}
+		})
 	case FaultCtlCrash:
 		s.crashController(s.ctls[w.rng.Intn(len(s.ctls))], time.Duration(100+w.rng.Intn(700))*time.Millisecond)
 	case FaultCtlLoss:

@@ -137,12 +137,18 @@ func (s *Sim) stallDisk(g *brokerGroup) {
 
 // crashSlave cuts a slave's power; it restarts a little later.
 func (s *Sim) crashSlave(g *brokerGroup, sl *Node) {
+	s.crashSlaveWith(g, sl, vfs.CrashOptions{UnsyncedKeepRatio: s.w.rng.Float64(), TornLastPage: s.w.rng.Intn(2) == 0})
+}
+
+// crashSlaveWith cuts sl's power as opts say and restarts it 50-850 ms
+// later.
+func (s *Sim) crashSlaveWith(g *brokerGroup, sl *Node, opts vfs.CrashOptions) {
 	w := s.w
 	if !sl.up {
 		return
 	}
 	sl.crashAt = w.Now()
-	sl.crash(vfs.CrashOptions{UnsyncedKeepRatio: w.rng.Float64(), TornLastPage: w.rng.Intn(2) == 0})
+	sl.crash(opts)
 	s.resetLinks(g, sl)
 	epoch := sl.epoch
 	w.at(w.Now().Add(time.Duration(50+w.rng.Intn(800))*time.Millisecond), owner{}, func() {

@@ -43,6 +43,7 @@ const (
 	FaultCtlLoss            Fault = "ctl-loss"              // the controllers' links lose and reorder messages for a while
 	FaultCtlDiskStall       Fault = "ctl-disk-stall"        // a controller's fsyncs take up to a heartbeat timeout
 	FaultCtlSlaveCut        Fault = "ctl-slave-cut"         // a slave cannot reach its master (it can the controllers): it falls behind and out of the SyncStateSet
+	FaultCtlLostTail        Fault = "ctl-lost-tail"         // every slave's power is cut (they lose copies they acknowledged from memory), then their master dies before they caught up
 )
 
 // Scenario is one shape of run; the seed fills in the details.
@@ -116,6 +117,12 @@ var Scenarios = []Scenario{
 	{Name: "ctl-leader-and-master", Flush: actors.SyncFlush, Controller: true,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, Consumer},
 		Faults:  []Fault{FaultCtlLeaderAndMaster, FaultCtlCrash, FaultCtlLoss}},
+	// A SyncStateSet member that lost acknowledged copies in a power cut
+	// (ASYNC_FLUSH acknowledges them from memory) must not be elected
+	// while the member that holds them may come back.
+	{Name: "ctl-lost-tail", Flush: actors.AsyncFlush, Controller: true,
+		Clients: []ClientKind{SyncProducer, SyncProducer, AsyncProducer, BatchProducer, Consumer},
+		Faults:  []Fault{FaultCtlLostTail, FaultCtlLoss}},
 	{Name: "ctl-rejoin", Flush: actors.AsyncFlush, Controller: true,
 		Clients: []ClientKind{SyncProducer, AsyncProducer, AsyncProducer, Consumer},
 		Faults:  []Fault{FaultCtlMasterPartition, FaultCtlMasterKill, FaultSlaveCrash}},
@@ -270,6 +277,7 @@ type Sim struct {
 	writes       map[epochKey]*epochWrites
 	topEpoch     int32                  // the highest epoch in writes
 	electedAt    map[epochKey]time.Time // when a controller first applied each election
+	replacedSet  map[epochKey][]int64   // the SyncStateSet each epoch's election replaced
 	loadFrom     time.Time              // the load starts (controller mode: once every group has a master)
 	healedAt     time.Time
 }

@@ -143,6 +143,8 @@ var regressionSeeds = []struct {
 	{2087, "ctl-master-partition", "the same emptied ack set answered sends still waiting for slaves with SEND_OK"},
 	{1029, "ctl-rejoin", "a slave made master lacked a topic its old master created after the last metadata sync, and took no writes for it"},
 	{5013, "ctl-master-crash", "a slave's queues lagged its log (its reput limit held at its old master's confirm offset), so the slave made master answered a consumer's next offset as moved"},
+	{1389, "ctl-master-crash", "a slave that lost its unflushed tail in a power cut was elected while its master, which held every acknowledged message, was down: acknowledged messages were cut"},
+	{105, "ctl-lost-tail", "a slave elected on the heartbeat it sent before its power cut took the role after it: the members of the set before that election held what it lost"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

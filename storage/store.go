@@ -76,6 +76,7 @@ type Store struct {
 
 	epochs        atomic.Pointer[[]EpochEntry] // the epoch file's entries: replaced whole by the writer, read anywhere
 	writesStopped atomic.Bool                  // StopWrites: AppendBatch refuses, TruncateTo may run
+	mayLackAcked  atomic.Bool                  // MayLackAckedFile is present
 
 	// cpMu orders checkpoint writes from other goroutines (the broker
 	// writes them off its actors) with Close: once cpClosed, the clean
@@ -136,6 +137,10 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 	if err != nil {
 		s.closeFiles()
 		return nil, rep, fmt.Errorf("storage: recovery of %s: %w", cfg.StorePathRootDir, err)
+	}
+	if err := s.markAfterRecovery(rep.Abnormal); err != nil {
+		s.closeFiles()
+		return nil, rep, err
 	}
 	if err := s.createAbort(); err != nil {
 		s.closeFiles()

@@ -41,6 +41,13 @@ type command struct {
 	// proposed: Apply must not depend on a node's configuration).
 	NewMaster int64 `msgpack:"newMaster,omitempty"`
 	Unclean   bool  `msgpack:"unclean,omitempty"`
+	// Lacking: the new master's log may lack acknowledged messages (its
+	// heartbeat said so; it was chosen as the best of a fully heard set).
+	// Recovery: it may come from the recovery set (the members before
+	// the last election), because the master that election chose never
+	// began its epoch.
+	Lacking  bool `msgpack:"lacking,omitempty"`
+	Recovery bool `msgpack:"recovery,omitempty"`
 }
 
 func (c *command) key() groupKey { return groupKey{cluster: c.Cluster, name: c.Group} }

@@ -27,6 +27,9 @@ type Faults struct {
 	// ElectOutsideSyncStateSet elects a live replica outside the
 	// SyncStateSet whenever there is one, as if unclean election were on.
 	ElectOutsideSyncStateSet bool
+	// ElectLackingReplica elects a SyncStateSet member whose log may lack
+	// acknowledged messages while another member is not heard from.
+	ElectLackingReplica bool
 }
 
 // Config is the Core's behaviour.
@@ -312,7 +315,7 @@ func (c *Core) heartbeat(now time.Time, reqID uint64, r *protocol.ControllerHear
 		c.beats[g.key] = map[int64]beat{}
 	}
 	c.beats[g.key][r.BrokerID] = beat{at: now, addr: r.BrokerAddr, epoch: r.Epoch, maxOffset: r.MaxOffset,
-		confirmOffset: r.ConfirmOffset, priority: r.ElectionPriority}
+		confirmOffset: r.ConfirmOffset, priority: r.ElectionPriority, mayLackAcked: r.MayLackAcked}
 	// The answer renews the master's lease (ctlagent counts it from the
 	// heartbeat's send time), so it waits for a ReadIndex: a deposed leader,
 	// cut off from the quorum, never renews a lease while the new leader

@@ -167,6 +167,7 @@ func TestElection(t *testing.T) {
 		id     int64
 		epoch  int32
 		offset int64
+		lacks  bool // the log may lack acknowledged messages
 	}
 	cases := []struct {
 		name    string
@@ -175,17 +176,23 @@ func TestElection(t *testing.T) {
 		beats   []hb    // heartbeats after the master's last, at 1 s
 		want    int64   // the new master, NoBroker: none
 		unclean bool
+		lacking bool
 	}{
-		{"most caught-up member", Config{}, nil, []hb{{2, 1, 90}, {3, 1, 100}}, 3, false},
-		{"newer epoch first", Config{}, nil, []hb{{2, 1, 900}, {3, 2, 100}}, 3, false},
-		{"dead members are not candidates", Config{}, nil, []hb{{2, 1, 90}}, 2, false},
-		{"only the set", Config{}, []int64{1, 2}, []hb{{3, 1, 1000}}, protocol.NoBroker, false},
-		{"set before a longer log", Config{}, []int64{1, 2}, []hb{{2, 1, 10}, {3, 1, 1000}}, 2, false},
-		{"unclean when enabled", Config{ElectUnclean: true}, []int64{1, 2}, []hb{{3, 1, 1000}}, 3, true},
-		{"unclean only without a member", Config{ElectUnclean: true}, []int64{1, 2}, []hb{{2, 1, 1}, {3, 1, 1000}}, 2, false},
+		{"most caught-up member", Config{}, nil, []hb{{2, 1, 90, false}, {3, 1, 100, false}}, 3, false, false},
+		{"newer epoch first", Config{}, nil, []hb{{2, 1, 900, false}, {3, 2, 100, false}}, 3, false, false},
+		{"dead members are not candidates", Config{}, nil, []hb{{2, 1, 90, false}}, 2, false, false},
+		{"only the set", Config{}, []int64{1, 2}, []hb{{3, 1, 1000, false}}, protocol.NoBroker, false, false},
+		{"set before a longer log", Config{}, []int64{1, 2}, []hb{{2, 1, 10, false}, {3, 1, 1000, false}}, 2, false, false},
+		{"unclean when enabled", Config{ElectUnclean: true}, []int64{1, 2}, []hb{{3, 1, 1000, false}}, 3, true, false},
+		{"unclean only without a member", Config{ElectUnclean: true}, []int64{1, 2}, []hb{{2, 1, 1, false}, {3, 1, 1000, false}}, 2, false, false},
 		{"planted bug elects outside the set", Config{Faults: Faults{ElectOutsideSyncStateSet: true}}, []int64{1, 2},
-			[]hb{{2, 1, 10}, {3, 1, 5}}, 3, true},
-		{"nobody alive", Config{}, nil, nil, protocol.NoBroker, false},
+			[]hb{{2, 1, 10, false}, {3, 1, 5, false}}, 3, true, false},
+		{"nobody alive", Config{}, nil, nil, protocol.NoBroker, false, false},
+		// The master (1) is down: a member that lost its tail waits for it.
+		{"a member that lost its tail waits for the master", Config{}, []int64{1, 2}, []hb{{2, 1, 90, true}}, protocol.NoBroker, false, false},
+		{"a whole member goes first", Config{}, nil, []hb{{2, 1, 100, true}, {3, 1, 90, false}}, 3, false, false},
+		{"planted bug elects the lacking member", Config{Faults: Faults{ElectLackingReplica: true}}, []int64{1, 2},
+			[]hb{{2, 1, 90, true}}, 2, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,7 +207,8 @@ func TestElection(t *testing.T) {
 			before := r.group()
 			r.now = t0.Add(time.Second)
 			for _, b := range tc.beats {
-				r.beat(b.id, string(rune('a'+b.id-1)), b.epoch, b.offset, 0)
+				r.ask(&protocol.ControllerHeartbeatRequest{GroupRef: gref, BrokerID: b.id, BrokerAddr: string(rune('a' + b.id - 1)),
+					Epoch: b.epoch, MaxOffset: b.offset, MayLackAcked: b.lacks})
 			}
 			// The master's last heartbeat was at t0: alive until t0+3s.
 			r.at(hbTimeout - time.Millisecond)
@@ -220,7 +228,7 @@ func TestElection(t *testing.T) {
 				t.Fatalf("%d proposals", len(rd.Proposals))
 			}
 			cmd, _ := decodeCommand(rd.Proposals[0].Cmd)
-			if cmd.NewMaster != tc.want || cmd.Unclean != tc.unclean || cmd.MasterEpoch != before.MasterEpoch || cmd.SetEpoch != before.SyncStateSetEpoch {
+			if cmd.NewMaster != tc.want || cmd.Unclean != tc.unclean || cmd.Lacking != tc.lacking || cmd.MasterEpoch != before.MasterEpoch || cmd.SetEpoch != before.SyncStateSetEpoch {
 				t.Fatalf("decision %+v, want master %d unclean %v", cmd, tc.want, tc.unclean)
 			}
 			// Applied, it is the new state; the brokers hear of it.
@@ -548,5 +556,79 @@ func TestDroppedElectionRetries(t *testing.T) {
 	r.core.Tick(r.now)
 	if rd := r.collect(); len(rd.Proposals) != 1 {
 		t.Fatalf("%d proposals after the election was refused, want it again", len(rd.Proposals))
+	}
+}
+
+// TestMasterThatLostItsTail: a member elected on the heartbeat it sent
+// before a power cut comes back saying its log may lack acknowledged
+// messages, and refuses the role. It does not count as the master; the
+// set before its election is electable again, whole members first, and a
+// member that lacks is elected only as the best of them all, knowingly.
+func TestMasterThatLostItsTail(t *testing.T) {
+	r := cluster3(t, Config{})
+	hb := func(id int64, epoch int32, off int64, lacks bool) {
+		r.ask(&protocol.ControllerHeartbeatRequest{GroupRef: gref, BrokerID: id, BrokerAddr: string(rune('a' + id - 1)),
+			Epoch: epoch, MaxOffset: off, MayLackAcked: lacks})
+	}
+	elect := func(at time.Duration) *command {
+		t.Helper()
+		r.at(at)
+		rd := r.collect()
+		if len(rd.Proposals) != 1 {
+			t.Fatalf("at %v: %d proposals", at, len(rd.Proposals))
+		}
+		cmd, _ := decodeCommand(rd.Proposals[0].Cmd)
+		r.commit(rd.Proposals[0].Cmd)
+		r.collect()
+		return cmd
+	}
+	// The master (1) dies at t0; 2 heartbeats once, then loses power.
+	r.now = t0.Add(time.Second)
+	hb(2, 1, 100, false)
+	if cmd := elect(hbTimeout); cmd.NewMaster != 2 || cmd.Lacking || cmd.Recovery {
+		t.Fatalf("first election %+v", cmd)
+	}
+	if g := r.group(); g.MasterEpoch != 2 || g.MasterMayLackAcked {
+		t.Fatalf("after it: %+v", g)
+	}
+	// 2 is back without its tail, still at epoch 1: not the master. 1 is
+	// not heard from, so 2 waits, and so would 3 if it lacked too.
+	r.now = t0.Add(hbTimeout + time.Second)
+	hb(2, 1, 60, true)
+	hb(3, 1, 80, true)
+	r.at(hbTimeout + time.Second)
+	if rd := r.collect(); len(rd.Proposals) != 0 {
+		t.Fatalf("elected a lacking member while 1 is not heard from: %d proposals", len(rd.Proposals))
+	}
+	// 1 comes back (it lacks too: an unclean stop) with the longest log:
+	// every member of the old set is heard, the best is taken knowingly.
+	hb(1, 1, 120, true)
+	cmd := elect(hbTimeout + time.Second)
+	if cmd.NewMaster != 1 || !cmd.Lacking || !cmd.Recovery {
+		t.Fatalf("recovery election %+v", cmd)
+	}
+	g := r.group()
+	if g.MasterID != 1 || g.MasterEpoch != 3 || !g.MasterMayLackAcked {
+		t.Fatalf("after the recovery election: %+v", g)
+	}
+	// Elected knowingly, 1 still lacking and at epoch 1 counts as the
+	// master until it begins epoch 3: no election follows.
+	r.at(hbTimeout + 2*time.Second)
+	hb(1, 1, 120, true)
+	r.at(hbTimeout + 2*time.Second)
+	if rd := r.collect(); len(rd.Proposals) != 0 {
+		t.Fatalf("re-elected a master elected knowingly: %d proposals", len(rd.Proposals))
+	}
+	// A snapshot keeps what the next election needs.
+	b, err := r.st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back State
+	if err := back.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := back.Group(cl, grp); !in.MasterMayLackAcked || back.groups[groupKey{cluster: cl, name: grp}].recovery == nil {
+		t.Fatalf("restored %+v", in)
 	}
 }

@@ -31,6 +31,10 @@ type snapGroup struct {
 	Set         []int64       `msgpack:"set"`
 	SetEpoch    int32         `msgpack:"setEpoch"`
 	Replicas    []snapReplica `msgpack:"replicas"` // by id
+	// Recovery and MasterLacking came after version 1's first form:
+	// omitted when empty, so older snapshots read the same.
+	Recovery      []int64 `msgpack:"recovery,omitempty"`
+	MasterLacking bool    `msgpack:"masterLacking,omitempty"`
 }
 
 type snapReplica struct {
@@ -46,7 +50,8 @@ func (s *State) Snapshot() ([]byte, error) {
 	snap := snapshot{Version: snapshotVersion, Applied: s.applied, Groups: []snapGroup{}}
 	for _, g := range s.sortedGroups() {
 		sg := snapGroup{Cluster: g.key.cluster, Name: g.key.name, NextID: g.nextID, MasterID: g.masterID,
-			MasterEpoch: g.masterEpoch, Set: slices.Clone(g.set), SetEpoch: g.setEpoch, Replicas: []snapReplica{}}
+			MasterEpoch: g.masterEpoch, Set: slices.Clone(g.set), SetEpoch: g.setEpoch, Replicas: []snapReplica{},
+			Recovery: slices.Clone(g.recovery), MasterLacking: g.masterLacking}
 		for _, r := range g.sortedReplicas() {
 			sg.Replicas = append(sg.Replicas, snapReplica{ID: r.id, Identity: r.identity, Addr: r.addr, HAAddr: r.haAddr})
 		}
@@ -87,7 +92,7 @@ func (s *State) Restore(b []byte) error {
 func restoreGroup(sg *snapGroup) (*group, error) {
 	g := &group{key: groupKey{cluster: sg.Cluster, name: sg.Name}, replicas: map[int64]*replica{},
 		byIdentity: map[string]int64{}, nextID: sg.NextID, masterID: sg.MasterID,
-		masterEpoch: sg.MasterEpoch, set: sg.Set, setEpoch: sg.SetEpoch}
+		masterEpoch: sg.MasterEpoch, set: sg.Set, setEpoch: sg.SetEpoch, recovery: sg.Recovery, masterLacking: sg.MasterLacking}
 	bad := func(format string, args ...any) (*group, error) {
 		return nil, fmt.Errorf("%w: group %s/%s: %s", ErrSnapshot, sg.Cluster, sg.Name, fmt.Sprintf(format, args...))
 	}
@@ -120,5 +125,14 @@ func restoreGroup(sg *snapGroup) (*group, error) {
 		return bad("%v", err)
 	}
 	g.set = sortedSet(g.set)
+	for _, id := range g.recovery {
+		if g.replicas[id] == nil || id == g.masterID {
+			return bad("recovery set %v: broker %d", g.recovery, id)
+		}
+	}
+	if len(g.recovery) == 0 {
+		g.recovery = nil
+	}
+	g.recovery = sortedSet(g.recovery)
 	return g, nil
 }

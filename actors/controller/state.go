@@ -34,6 +34,14 @@ type group struct {
 	masterEpoch int32 // 0 until the first election
 	set         []int64
 	setEpoch    int32
+	// recovery is the SyncStateSet before the last election, without the
+	// master it elected: members that held every acknowledged message
+	// then, kept until the set changes, in case the new master turns out
+	// to have lost its unflushed tail before it began its epoch.
+	recovery []int64
+	// masterLacking: the master was elected knowing that its log may
+	// lack acknowledged messages, as the best of a fully heard set.
+	masterLacking bool
 }
 
 type replica struct {
@@ -134,6 +142,7 @@ func (s *State) alter(c *command) *result {
 	old := g.setEpoch
 	g.set = sortedSet(c.Set)
 	g.setEpoch++
+	g.recovery = nil // the master began its epoch: its set is the truth
 	invariant.Check2(g.setEpoch > old, "syncStateSet epoch %d after %d", g.setEpoch, old)
 	return &result{Status: protocol.StatusOK, Changed: true, Info: g.info(c.MasterID)}
 }
@@ -169,12 +178,22 @@ func (s *State) elect(c *command) *result {
 		return refuse(protocol.StatusControllerFencedSyncStateSetEpoch, "decided at syncStateSet epoch %d, current %d", c.SetEpoch, g.setEpoch)
 	case g.replicas[c.NewMaster] == nil:
 		return refuse(protocol.StatusControllerBrokerMetadataNotExist, "broker %d is not registered", c.NewMaster)
-	case g.masterEpoch > 0 && !c.Unclean && !slices.Contains(g.set, c.NewMaster):
+	case g.masterEpoch > 0 && !c.Unclean && !slices.Contains(g.set, c.NewMaster) &&
+		!(c.Recovery && slices.Contains(g.recovery, c.NewMaster)):
 		// A group that never had a master has no data to lose: its first
 		// election may pick any replica.
 		return refuse(protocol.StatusControllerInvalidReplicas, "broker %d is not in the syncStateSet %v", c.NewMaster, g.set)
 	}
 	oldEpoch, oldSet := g.masterEpoch, g.setEpoch
+	pool := g.set
+	if c.Recovery {
+		pool = append(slices.Clone(g.set), g.recovery...)
+	}
+	g.recovery = sortedSet(slices.DeleteFunc(slices.Clone(pool), func(id int64) bool { return id == c.NewMaster }))
+	if len(g.recovery) == 0 {
+		g.recovery = nil
+	}
+	g.masterLacking = c.Lacking
 	g.masterID = c.NewMaster
 	g.masterEpoch++
 	g.set = []int64{c.NewMaster}
@@ -193,13 +212,14 @@ func sortedSet(ids []int64) []int64 {
 // info is the group as the wire shows it, for broker id (the asker).
 func (g *group) info(id int64) *protocol.ReplicaInfo {
 	in := &protocol.ReplicaInfo{
-		GroupRef:          protocol.GroupRef{ClusterName: g.key.cluster, BrokerName: g.key.name},
-		BrokerID:          id,
-		MasterID:          g.masterID,
-		MasterEpoch:       g.masterEpoch,
-		SyncStateSet:      slices.Clone(g.set),
-		SyncStateSetEpoch: g.setEpoch,
-		Replicas:          make([]protocol.Replica, 0, len(g.replicas)),
+		GroupRef:           protocol.GroupRef{ClusterName: g.key.cluster, BrokerName: g.key.name},
+		BrokerID:           id,
+		MasterID:           g.masterID,
+		MasterEpoch:        g.masterEpoch,
+		SyncStateSet:       slices.Clone(g.set),
+		SyncStateSetEpoch:  g.setEpoch,
+		MasterMayLackAcked: g.masterLacking,
+		Replicas:           make([]protocol.Replica, 0, len(g.replicas)),
 	}
 	if m := g.replicas[g.masterID]; m != nil {
 		in.MasterAddr, in.MasterHAAddr = m.addr, m.haAddr

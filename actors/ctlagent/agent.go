@@ -81,6 +81,7 @@ type Request struct {
 	Epoch         int32
 	MaxOffset     int64
 	ConfirmOffset int64
+	MayLackAcked  bool // Heartbeat: StoreState.MayLackAcked
 	MasterEpoch   int32
 	SetEpoch      int32
 	NewSet        []int64
@@ -93,6 +94,9 @@ type Info struct {
 	MasterEpoch int32
 	Set         []int64 // the SyncStateSet, sorted
 	SetEpoch    int32
+	// MasterMayLackAcked: the master was elected knowing its log may
+	// lack acknowledged messages (protocol.ReplicaInfo's).
+	MasterMayLackAcked bool
 }
 
 // Status is how the controller answered.
@@ -133,6 +137,10 @@ type StoreState struct {
 	Epoch         int32 // the last epoch started in the store
 	MaxOffset     int64
 	ConfirmOffset int64
+	// MayLackAcked: the log may lack messages the broker acknowledged
+	// (storage.MayLackAckedFile); the controllers then elect this
+	// replica only as the best of a fully heard SyncStateSet.
+	MayLackAcked bool
 }
 
 // SlaveProgress is one slave as the master's replication sees it.

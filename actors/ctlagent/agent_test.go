@@ -416,3 +416,35 @@ func TestDemotionKeepsTheAckSet(t *testing.T) {
 		t.Fatalf("ack set %v after the demotion, want [2] kept", r.ackSet)
 	}
 }
+
+// TestLackingLogTakesMasterOnlyKnowingly: a broker whose log may lack
+// acknowledged messages says so in its heartbeats and takes the master
+// role only from an election that knew it, of an epoch it has not begun.
+func TestLackingLogTakesMasterOnlyKnowingly(t *testing.T) {
+	cases := []struct {
+		name     string
+		store    int32 // the store's last epoch
+		knowing  bool  // Info.MasterMayLackAcked
+		wantRole bool
+	}{
+		{"elected unknowingly", 1, false, false},
+		{"elected knowingly", 1, true, true},
+		{"began the epoch, then lost its tail again", 2, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t, Config{})
+			r.st = StoreState{Epoch: tc.store, MaxOffset: 100, MayLackAcked: true}
+			r.a.Tick(r.now, r.st)
+			r.take()
+			r.answer(r.pop(Register), Answer{BrokerID: 1})
+			if hb := r.pop(Heartbeat); !hb.MayLackAcked {
+				t.Fatalf("heartbeat %+v does not say the log may lack acknowledged messages", hb)
+			}
+			r.answer(r.pop(GetInfo), Answer{Info: &Info{MasterID: 1, MasterEpoch: 2, Set: []int64{1}, SetEpoch: 3, MasterMayLackAcked: tc.knowing}})
+			if got := r.role != nil && r.role.Master; got != tc.wantRole {
+				t.Fatalf("asked for the master role: %v, want %v (role %+v)", got, tc.wantRole, r.role)
+			}
+		})
+	}
+}

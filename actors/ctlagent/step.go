@@ -49,7 +49,7 @@ func (a *Agent) send(now time.Time, k Kind) {
 	}
 	a.nextID++
 	req := Request{ID: a.nextID, To: a.cfg.Controllers[a.cur], Kind: k, BrokerID: a.brokerID,
-		Epoch: a.store.Epoch, MaxOffset: a.store.MaxOffset, ConfirmOffset: a.store.ConfirmOffset}
+		Epoch: a.store.Epoch, MaxOffset: a.store.MaxOffset, ConfirmOffset: a.store.ConfirmOffset, MayLackAcked: a.store.MayLackAcked}
 	f := &flight{id: req.ID, sentAt: now, deadline: now.Add(a.cfg.RequestTimeout)}
 	if k == AlterSet {
 		req.MasterEpoch, req.SetEpoch = a.info.MasterEpoch, a.info.SetEpoch
@@ -201,6 +201,13 @@ func (a *Agent) learn(now time.Time, inf Info) {
 	var want *Role
 	switch {
 	case inf.MasterID == 0 || a.brokerID == 0:
+	case inf.MasterID == a.brokerID && a.store.MayLackAcked && !(inf.MasterMayLackAcked && a.store.Epoch < inf.MasterEpoch):
+		// Its log may lack what it (or its set) acknowledged, and the
+		// controllers did not elect it knowing that, or it began the
+		// epoch and crashed again: another member may hold more. It
+		// waits, a replica that follows nobody, for the controllers to
+		// elect the best of the set again (its heartbeats say why),
+		// itself perhaps, knowingly, in a newer epoch.
 	case inf.MasterID == a.brokerID:
 		want = &Role{Master: true, BrokerID: a.brokerID, Epoch: inf.MasterEpoch}
 	default:

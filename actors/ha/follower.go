@@ -116,6 +116,10 @@ func (f *Follower) MasterMaxOffset() int64 { return f.masterMax }
 // offset as last heard (0: not known), never past this log's end.
 func (f *Follower) ConfirmOffset() int64 { return min(f.confirm, f.st.CommitLog().MaxOffset()) }
 
+// HeardConfirm is the master's confirm offset as last heard on this
+// follower's links (0: none yet), even past this log's end.
+func (f *Follower) HeardConfirm() int64 { return f.confirm }
+
 // Link is the current link's connection id (0: none).
 func (f *Follower) Link() uint64 { return f.link }
 
