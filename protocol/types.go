@@ -131,7 +131,7 @@ func (r *PullResponse) appendBody(b []byte) ([]byte, error) {
 }
 
 func (r *PullResponse) decodeBody(body []byte, lim Limits) (err error) {
-	r.Messages, err = decodeMessageExtList(body, lim)
+	r.Messages, err = decodePullMessages(body, lim)
 	return err
 }
 
@@ -164,7 +164,7 @@ func (r *QueryMessageResponse) appendBody(b []byte) ([]byte, error) {
 }
 
 func (r *QueryMessageResponse) decodeBody(body []byte, lim Limits) (err error) {
-	r.Messages, err = decodeMessageExtList(body, lim)
+	r.Messages, err = decodeMessageExtList(body, lim, false)
 	return err
 }
 
