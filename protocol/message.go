@@ -546,13 +546,16 @@ func decodeList[T any](body []byte, lim Limits, max int, what string, dec func(*
 	if presize < 16 {
 		presize = 16
 	}
-	out := make([]T, 0, min(n, presize))
+	out := make([]T, min(n, presize))
 	var soft error
 	for i := range n {
 		// Decoded in place: a local passed to dec (a func value) escaped,
 		// one heap copy of every element (a third of a pull answer's
-		// allocations).
-		out = append(out, zero)
+		// allocations). Beyond the presized part the slice grows as
+		// elements arrive.
+		if i == len(out) {
+			out = append(out, zero)
+		}
 		if err := dec(r, &out[i]); err != nil {
 			return nil, fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
