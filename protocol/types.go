@@ -115,6 +115,10 @@ type PullRequest struct {
 
 // PullResponse answers PULL_MESSAGE; see PullStatusOf for the frame status.
 // The messages travel in the frame body as a msgpack array of MessageExt maps.
+// Decoded, a message's properties stay encoded (Message.RawProperties: read
+// them with Property and the other accessors, PropertyMap turns them into
+// Properties), and its Body and RawProperties alias the frame's body: the
+// frame's buffer must not be reused while the messages are in use.
 type PullResponse struct {
 	NextBeginOffset      int64        `msgpack:"nextBeginOffset"`
 	MinOffset            int64        `msgpack:"minOffset"`
