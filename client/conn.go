@@ -652,7 +652,7 @@ func (s *session) readLoop() {
 const directRead = 4 << 10
 
 // readRest fills p with the next bytes of nc, those br holds first.
-func readRest(br *bufio.Reader, nc net.Conn, p []byte) error {
+func readRest(br *bufio.Reader, nc io.Reader, p []byte) error {
 	n := br.Buffered()
 	if len(p)-n < directRead {
 		_, err := io.ReadFull(br, p)
