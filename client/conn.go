@@ -604,10 +604,14 @@ func (s *session) readLoop() {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
+		// Every frame gets a buffer of its own, never reused: a decoded
+		// answer aliases it (a pull answer's bodies and properties are
+		// sub-slices of it, copied nowhere), for as long as the caller
+		// holds on to the messages.
 		length := binary.BigEndian.Uint32(prefix[:4])
 		buf := make([]byte, 4+int(length))
 		copy(buf, prefix[:])
-		if _, err := io.ReadFull(br, buf[protocol.PrefixSize:]); err != nil {
+		if err := readRest(br, s.nc, buf[protocol.PrefixSize:]); err != nil {
 			s.fail(err)
 			return
 		}
@@ -640,4 +644,23 @@ func (s *session) readLoop() {
 			pc.ch <- f // buffered 1, one response per opaque
 		}
 	}
+}
+
+// directRead is the size from which the rest of a frame is read from the
+// connection straight into its buffer rather than through the bufio.Reader
+// (which would copy every byte twice: into its own buffer, then out).
+const directRead = 4 << 10
+
+// readRest fills p with the next bytes of nc, those br holds first.
+func readRest(br *bufio.Reader, nc io.Reader, p []byte) error {
+	n := br.Buffered()
+	if len(p)-n < directRead {
+		_, err := io.ReadFull(br, p)
+		return err
+	}
+	if _, err := io.ReadFull(br, p[:n]); err != nil { // buffered: no read of nc
+		return err
+	}
+	_, err := io.ReadFull(nc, p[n:])
+	return err
 }

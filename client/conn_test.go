@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -78,5 +80,34 @@ func TestFullWriteBufferDrains(t *testing.T) {
 	// And the connection still works.
 	if err := p.SendOneway(context.Background(), &protocol.Message{Topic: "T", Body: body}, ToQueue(0)); err != nil {
 		t.Fatalf("send after draining: %v", err)
+	}
+}
+
+// TestReadRest: a frame's rest comes whole and in order whether bufio holds
+// none, part or all of it, and the next frame reads on after it.
+func TestReadRest(t *testing.T) {
+	for _, size := range []int{1, directRead - 1, directRead, directRead + 1, 3 * directRead} {
+		for _, bufSize := range []int{16, directRead, 8 * directRead} {
+			data := make([]byte, 2*(8+size))
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			src := bytes.NewReader(data)
+			br := bufio.NewReaderSize(src, bufSize)
+			for frame := range 2 {
+				at := frame * (8 + size)
+				var prefix [8]byte
+				if _, err := io.ReadFull(br, prefix[:]); err != nil {
+					t.Fatal(err)
+				}
+				rest := make([]byte, size)
+				if err := readRest(br, src, rest); err != nil {
+					t.Fatalf("size %d, bufio %d, frame %d: %v", size, bufSize, frame, err)
+				}
+				if !bytes.Equal(prefix[:], data[at:at+8]) || !bytes.Equal(rest, data[at+8:at+8+size]) {
+					t.Fatalf("size %d, bufio %d, frame %d: wrong bytes", size, bufSize, frame)
+				}
+			}
+		}
 	}
 }

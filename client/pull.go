@@ -33,7 +33,11 @@ type PullOptions struct {
 // Messages is empty; in every case the next pull should start at
 // NextBeginOffset.
 type PullResult struct {
-	Status          protocol.PullStatus // PullFound, PullNoNewMsg, PullNoMatchedMsg, PullOffsetIllegal
+	Status protocol.PullStatus // PullFound, PullNoNewMsg, PullNoMatchedMsg, PullOffsetIllegal
+	// Messages' bodies and properties point into the answer's own buffer,
+	// which the client never reuses: nothing is copied per message. Their
+	// properties stay encoded until asked for: read them with Property,
+	// Tags, Keys or UniqKey (PropertyMap fills Properties).
 	Messages        []protocol.MessageExt
 	NextBeginOffset int64
 	MinOffset       int64

@@ -32,7 +32,9 @@ func (r ConsumeResult) String() string {
 
 // Handler consumes a batch of messages of one queue, in queue order. Its
 // context is cancelled when the consumer closes. It must not keep the
-// messages after it returns.
+// messages after it returns. Their properties arrive encoded: read them
+// with Property, Tags, Keys or UniqKey (Properties is nil until PropertyMap
+// fills it).
 type Handler func(ctx context.Context, msgs []*protocol.MessageExt) ConsumeResult
 
 // PushConsumer consumes the queues of its subscribed topics and hands the

@@ -200,6 +200,15 @@ func TestResponseRoundTrip(t *testing.T) {
 			if err := DecodeResponse(f, Limits{}, into); err != nil {
 				t.Fatal(err)
 			}
+			if pr, ok := into.(*PullResponse); ok {
+				// A pull answer's properties stay encoded until asked for.
+				for i := range pr.Messages {
+					if pr.Messages[i].Properties != nil {
+						t.Fatalf("message %d: properties decoded into a map", i)
+					}
+					pr.Messages[i].PropertyMap()
+				}
+			}
 			if !reflect.DeepEqual(into, c.resp) {
 				t.Fatalf("round trip:\n got %#v\nwant %#v", into, c.resp)
 			}

@@ -3,7 +3,7 @@ package protocol
 import "fmt"
 
 // fieldsCodec is implemented by the request and response types of the hot
-// path (SEND and its answer): their fields map is encoded and decoded by
+// paths (SEND and its answer, the answer to PULL): their fields map is encoded and decoded by
 // hand instead of by msgpack's reflection, which was a tenth of the broker's
 // CPU. The encoding is byte for byte the generic one (fields in declaration
 // order, shortest integers, map keys sorted, empty properties left out); TestFastFieldsMatchGeneric

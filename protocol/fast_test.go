@@ -27,7 +27,8 @@ func TestFastFieldsMatchGeneric(t *testing.T) {
 			req.Properties = map[string]string{"KEYS": "k1 k2", "TAGS": "x", "Z": "", "A": "1"}
 		}
 		resp := &SendResponse{MsgID: "0A000001000027AF0000000000000001", QueueID: int32(pick()), QueueOffset: pick()}
-		for _, v := range []Fields{req, resp} {
+		pull := &PullResponse{NextBeginOffset: pick(), MinOffset: pick(), MaxOffset: pick(), SuggestWhichBrokerID: pick()}
+		for _, v := range []Fields{req, resp, pull} {
 			generic, err := appendValue(nil, v)
 			if err != nil {
 				t.Fatal(err)

@@ -296,7 +296,7 @@ func readHexdump(t *testing.T, path string) []byte {
 // PROTOCOL.md 6.2 tells a client to compute it.
 func storeSize(m *Message) int {
 	n := recordOverhead + len(m.Body) + len(m.Topic)
-	for k, v := range m.Properties {
+	for k, v := range m.PropertyMap() {
 		n += len(k) + 1 + len(v) + 1
 	}
 	return n
@@ -348,7 +348,7 @@ func TestPullExampleRecord(t *testing.T) {
 	if n := keys(f.Body[1:]); n != 16 || f.Body[1] != 0xde {
 		t.Errorf("14.4 MessageExt: %d keys, header 0x%02x; doc: 16 in a map16", n, f.Body[1])
 	}
-	m.Properties = nil
+	m.Properties, m.RawProperties = nil, nil
 	if b := m.AppendMsgpack(nil); keys(b) != 15 || b[0] != 0x8f {
 		t.Errorf("MessageExt without properties: %d keys, header 0x%02x; doc: 15 in a fixmap", keys(b), b[0])
 	}

@@ -98,7 +98,7 @@ func TestForeignEncodings(t *testing.T) {
 
 func TestMessageWithoutBodyRejected(t *testing.T) {
 	body := []byte{0x91, 0x81, 0xa5, 't', 'o', 'p', 'i', 'c', 0xa0}
-	_, err := decodeMessageExtList(body, Limits{}.norm())
+	_, err := decodeMessageExtList(body, Limits{}.norm(), false)
 	if err == nil || !errors.Is(err, ErrFrameIllegal) {
 		t.Fatalf("err %v", err)
 	}

@@ -185,6 +185,16 @@ func (r *reader) uintN(n int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	switch n { // the sizes msgpack uses, without a loop (timestamps are 8)
+	case 1:
+		return uint64(s[0]), nil
+	case 2:
+		return uint64(binary.BigEndian.Uint16(s)), nil
+	case 4:
+		return uint64(binary.BigEndian.Uint32(s)), nil
+	case 8:
+		return binary.BigEndian.Uint64(s), nil
+	}
 	var v uint64
 	for _, x := range s {
 		v = v<<8 | uint64(x)
@@ -256,6 +266,16 @@ func (r *reader) arrayLen() (int, error) {
 // rawStr returns the bytes of a str (or bin: both are accepted wherever a
 // string or byte string is expected); nil reads as empty. The result aliases r.b.
 func (r *reader) rawStr() ([]byte, error) {
+	// Fast path: a non-empty fixstr that is all there (every key, and
+	// most short values); the general path below decides the rest.
+	if p := r.p; p < len(r.b) {
+		if c := r.b[p]; c > 0xa0 && c <= 0xbf {
+			if n := int(c & 0x1f); n < len(r.b)-p {
+				r.p = p + 1 + n
+				return r.b[p+1 : r.p], nil
+			}
+		}
+	}
 	c, err := r.byte()
 	if err != nil {
 		return nil, err
@@ -307,6 +327,12 @@ func (r *reader) str() (string, error) {
 // integer reads any msgpack integer (nil reads as 0). big reports a uint64
 // above math.MaxInt64, whose value is then u (and v is meaningless).
 func (r *reader) integer() (v int64, u uint64, big bool, err error) {
+	if p := r.p; p < len(r.b) { // fast path: a fixint
+		if c := r.b[p]; c <= 0x7f || c >= 0xe0 {
+			r.p++
+			return int64(int8(c)), 0, false, nil
+		}
+	}
 	start := r.p
 	c, err := r.byte()
 	if err != nil {

@@ -115,6 +115,10 @@ type PullRequest struct {
 
 // PullResponse answers PULL_MESSAGE; see PullStatusOf for the frame status.
 // The messages travel in the frame body as a msgpack array of MessageExt maps.
+// Decoded, a message's properties stay encoded (Message.RawProperties: read
+// them with Property and the other accessors, PropertyMap turns them into
+// Properties), and its Body and RawProperties alias the frame's body: the
+// frame's buffer must not be reused while the messages are in use.
 type PullResponse struct {
 	NextBeginOffset      int64        `msgpack:"nextBeginOffset"`
 	MinOffset            int64        `msgpack:"minOffset"`
@@ -131,7 +135,7 @@ func (r *PullResponse) appendBody(b []byte) ([]byte, error) {
 }
 
 func (r *PullResponse) decodeBody(body []byte, lim Limits) (err error) {
-	r.Messages, err = decodeMessageExtList(body, lim)
+	r.Messages, err = decodePullMessages(body, lim)
 	return err
 }
 
@@ -164,7 +168,7 @@ func (r *QueryMessageResponse) appendBody(b []byte) ([]byte, error) {
 }
 
 func (r *QueryMessageResponse) decodeBody(body []byte, lim Limits) (err error) {
-	r.Messages, err = decodeMessageExtList(body, lim)
+	r.Messages, err = decodeMessageExtList(body, lim, false)
 	return err
 }
 
