@@ -59,7 +59,10 @@ broker_cpu_s_per_m_msgs, broker_heap_mib (Go heap after a forced GC, with the
 backlog stored), client_cpu_s_per_m_msgs (this process's CPU, the load's
 clients), skipped and note; the cluster scenarios add groups,
 via_namesrv, rounds, max_ms, ratio and ratio_of (their broker_cpu_s sums the
-brokers sent to and the name server). mb_per_s counts bodies in MB (10^6 bytes).
+brokers sent to and the name server), and, for the charts of --report,
+max_ms, latency_curve ([{p, ms}] at percentiles 0 to 99.99, evenly spaced
+in nines) and throughput_per_s (messages completed in each second of the
+measured window). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per
 pull for consume-backlog, publish->consume for e2e-10k.`
 
@@ -68,7 +71,7 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	o := benchrun.DefaultOptions()
 	var quick bool
 	cmd := &cobra.Command{
-		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
+		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json] [--report FILE.html]",
 		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
 		Long:  benchLong,
 		Args:  cobra.NoArgs,
@@ -86,6 +89,7 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.DurationVar(&o.Warmup, "warmup", d.Warmup, "unmeasured load before each measured window")
 	f.BoolVar(&quick, "quick", false, "short runs (1.5 s each after 0.3 s of warm-up, backlog 100,000, 500 fsyncs): the whole suite in under a minute")
 	f.BoolVar(&o.JSON, "json", d.JSON, "print one JSON object per scenario and size on stdout")
+	f.StringVar(&o.Report, "report", d.Report, "also write an HTML report to this file: latency percentile curves, throughput per second and the table, as inline SVG")
 	f.IntVar(&o.Backlog, "backlog", d.Backlog, "consume-backlog: messages stored before consuming")
 	f.IntVar(&o.Rate, "rate", d.Rate, "e2e-10k: publish rate in msg/s")
 	f.IntVar(&o.PullBatch, "pull-batch", d.PullBatch, "consume-backlog: messages per pull")

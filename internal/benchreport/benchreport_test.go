@@ -29,6 +29,7 @@ func fixed() Scenario {
 		{Name: `Jet<Stream> & "co"`, Curve: curve(0.9), Throughput: []float64{131e3, 140e3, 138e3},
 			MsgsPerS: 136000, P50Ms: 1.9, P99Ms: 21, P999Ms: 34, MaxMs: -1, Errors: 2, Note: "a <note>"},
 		{Name: "empty"},
+		{Name: "a name too long for the legend's room", Curve: curve(2)},
 	}}
 }
 
@@ -63,8 +64,12 @@ func TestChartContents(t *testing.T) {
 	sc := fixed()
 	for name, svg := range map[string]string{"latency": LatencySVG(sc), "throughput": ThroughputSVG(sc)} {
 		paths := regexp.MustCompile(`<path class="series"[^>]*stroke="([^"]+)"`).FindAllStringSubmatch(svg, -1)
-		if len(paths) != 2 || paths[0][1] != palette[0] || paths[1][1] != palette[1] {
-			t.Errorf("%s: series paths %v, want 2 coloured %s, %s", name, paths, palette[0], palette[1])
+		wantPaths := map[string]int{"latency": 3, "throughput": 2}[name]
+		if len(paths) != wantPaths || paths[0][1] != palette[0] || paths[1][1] != palette[1] {
+			t.Errorf("%s: series paths %v, want %d, coloured %s, %s, ...", name, paths, wantPaths, palette[0], palette[1])
+		}
+		if !strings.Contains(svg, ">a name too long for t…") {
+			t.Errorf("%s: a long name is not shortened in the legend", name)
 		}
 		if strings.Contains(svg, "Jet<Stream>") || !strings.Contains(svg, "Jet&lt;Stream&gt; &amp; &#34;co&#34;") {
 			t.Errorf("%s: the series name is not escaped", name)
@@ -155,8 +160,8 @@ func TestWriteHTML(t *testing.T) {
 	if n := strings.Count(page, "<svg "); n != 4 {
 		t.Errorf("%d charts, want 4", n)
 	}
-	if n := strings.Count(page, "<tr><td>"); n != 2*3*2 { // summary and section tables
-		t.Errorf("%d table rows, want 12", n)
+	if n := strings.Count(page, "<tr><td"); n != 2*4*2 { // summary and section tables
+		t.Errorf("%d table rows, want 16", n)
 	}
 	for _, bad := range []string{"<script", "https://", "<link", "<img", "e2e-10k <1", "<2 cores>", "Wharf & J", "a <note>"} {
 		if strings.Contains(page, bad) {

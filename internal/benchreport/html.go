@@ -12,7 +12,7 @@ const style = `body{font-family:sans-serif;margin:24px;color:#222}
 h1{font-size:20px}h2{font-size:16px;margin-top:32px}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th:first-child,td:first-child,td.note{text-align:left}
+td.name,td.note{text-align:left}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 .lines{color:#555;font-size:13px}`
 
@@ -64,9 +64,9 @@ func summaryTable(b *strings.Builder, scs []Scenario, withScenario bool) {
 		for _, s := range sc.Series {
 			b.WriteString("<tr>")
 			if withScenario {
-				fmt.Fprintf(b, "<td><a href=\"#s%d\">%s</a></td>", i, esc(sc.Name))
+				fmt.Fprintf(b, "<td class=\"name\"><a href=\"#s%d\">%s</a></td>", i, esc(sc.Name))
 			}
-			fmt.Fprintf(b, "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td class=\"note\">%s</td></tr>\n",
+			fmt.Fprintf(b, "<td class=\"name\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td class=\"note\">%s</td></tr>\n",
 				esc(s.Name), strconv.FormatFloat(s.MsgsPerS, 'f', 0, 64), msCell(s.P50Ms), msCell(s.P99Ms), msCell(s.P999Ms), msCell(s.MaxMs),
 				s.Errors, esc(s.Note))
 		}

@@ -11,8 +11,8 @@ import (
 // The chart's geometry in pixels: the plot area, with room on the left for
 // the y ticks, below for the x ticks and label, on the right for the legend.
 const (
-	chartW, chartH         = 600.0, 300.0
-	padLeft, padRight      = 60.0, 170.0
+	chartW, chartH         = 640.0, 300.0
+	padLeft, padRight      = 60.0, 200.0
 	padTop, padBottom      = 30.0, 42.0
 	plotW, plotH           = chartW - padLeft - padRight, chartH - padTop - padBottom
 	legendX, legendY, rowH = chartW - padRight + 14, padTop + 4, 16.0
@@ -143,7 +143,7 @@ func (c *chart) legend(b *strings.Builder) {
 	b.WriteString(`<g class="legend">` + "\n")
 	for i, l := range c.lines {
 		y := legendY + float64(i)*rowH
-		name := l.name
+		name := legendName(l.name)
 		if len(l.pts) == 0 {
 			name += " (no data)"
 		}
@@ -152,4 +152,17 @@ func (c *chart) legend(b *strings.Builder) {
 		fmt.Fprintf(b, `<text x="%s" y="%s">%s</text>`+"\n", f1(legendX+22), f1(y+4), esc(name))
 	}
 	b.WriteString("</g>\n")
+}
+
+// legendMax is the longest name the legend has room for, in runes.
+const legendMax = 22
+
+// legendName shortens a long name with an ellipsis (the path's title keeps
+// the whole name).
+func legendName(s string) string {
+	r := []rune(s)
+	if len(r) <= legendMax {
+		return s
+	}
+	return string(r[:legendMax-1]) + "…"
 }

@@ -32,6 +32,7 @@ type Options struct {
 	Duration       time.Duration // --duration: measured time of each scenario
 	Warmup         time.Duration // --warmup: unmeasured load before each measured window
 	JSON           bool          // --json: one JSON object per result on stdout instead of a table
+	Report         string        // --report: write an HTML report with charts to this file ("": none)
 	Backlog        int           // --backlog: consume-backlog's stored messages
 	Rate           int           // --rate: e2e-10k's publish rate in msg/s
 	PullBatch      int           // --pull-batch: consume-backlog's messages per pull
