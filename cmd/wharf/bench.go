@@ -29,7 +29,8 @@ scenario and size on stdout):
   batch-32               async publish of batches of 32 messages (SEND_BATCH)
   sync-1, sync-16        sync publish (wait for each ack), 1 / 16 publishers
   sync-flush-64          64 sync publishers against a SYNC_FLUSH broker
-  consume-backlog        pull a backlog of --backlog messages, committing offsets
+  consume-backlog        pull a backlog of --backlog messages, --pull-inflight pulls
+                         of --pull-batch in flight, one handler goroutine
   e2e-10k                publish at a fixed --rate, push-consume, latency publish->consume
   sync-master-64         SYNC_MASTER vs ASYNC_MASTER, 64 publishers (needs replication)
   disk-probe             fsync latency (write 4 KiB + fdatasync) and the raw
@@ -93,6 +94,7 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.IntVar(&o.Backlog, "backlog", d.Backlog, "consume-backlog: messages stored before consuming")
 	f.IntVar(&o.Rate, "rate", d.Rate, "e2e-10k: publish rate in msg/s")
 	f.IntVar(&o.PullBatch, "pull-batch", d.PullBatch, "consume-backlog: messages per pull")
+	f.IntVar(&o.PullInflight, "pull-inflight", d.PullInflight, "consume-backlog: pulls in flight (each on its own queue), handled by one goroutine in order")
 	f.IntVar(&o.BatchInflight, "batch-inflight", d.BatchInflight, "batch-32: batches in flight")
 	f.IntVar(&o.Queues, "queues", d.Queues, "queues of the benchmark topic")
 	f.StringVar(&o.StoreDir, "store-dir", d.StoreDir, "directory under which the temporary stores (and the disk probe's file) go (default: the system temp dir)")
