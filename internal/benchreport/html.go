@@ -12,7 +12,7 @@ const style = `body{font-family:sans-serif;margin:24px;color:#222}
 h1{font-size:20px}h2{font-size:16px;margin-top:32px}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td.name,td.note{text-align:left}
+.name,.note{text-align:left}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 .lines{color:#555;font-size:13px}`
 
@@ -57,9 +57,9 @@ func WriteHTML(w io.Writer, r Report) error {
 func summaryTable(b *strings.Builder, scs []Scenario, withScenario bool) {
 	b.WriteString("<table>\n<tr>")
 	if withScenario {
-		b.WriteString("<th>scenario</th>")
+		b.WriteString(`<th class="name">scenario</th>`)
 	}
-	b.WriteString("<th>series</th><th>msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>note</th></tr>\n")
+	b.WriteString(`<th class="name">series</th><th>msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th class="note">note</th></tr>` + "\n")
 	for i, sc := range scs {
 		for _, s := range sc.Series {
 			b.WriteString("<tr>")

@@ -20,7 +20,7 @@ type Series struct {
 	// Throughput is messages per second in each second of the measured
 	// window, in order; empty: not sampled.
 	Throughput []float64
-	// The summary table's figures; a negative MaxMs means not measured.
+	// The summary table's figures; a negative latency means not measured.
 	MsgsPerS, P50Ms, P99Ms, P999Ms, MaxMs float64
 	Errors                                int64
 	Note                                  string

@@ -11,8 +11,8 @@ import (
 // The chart's geometry in pixels: the plot area, with room on the left for
 // the y ticks, below for the x ticks and label, on the right for the legend.
 const (
-	chartW, chartH         = 640.0, 300.0
-	padLeft, padRight      = 60.0, 200.0
+	chartW, chartH         = 600.0, 300.0
+	padLeft, padRight      = 60.0, 180.0
 	padTop, padBottom      = 30.0, 42.0
 	plotW, plotH           = chartW - padLeft - padRight, chartH - padTop - padBottom
 	legendX, legendY, rowH = chartW - padRight + 14, padTop + 4, 16.0

@@ -75,5 +75,8 @@ func reportSeries(name string, r Result) benchreport.Series {
 	if r.MaxMs != nil {
 		s.MaxMs = *r.MaxMs
 	}
+	if len(r.LatencyCurve) == 0 { // no latency measured: not 0 ms
+		s.P50Ms, s.P99Ms, s.P999Ms = -1, -1, -1
+	}
 	return s
 }
