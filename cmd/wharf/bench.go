@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // the child broker's profiling endpoint (loopback only)
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -65,7 +68,10 @@ max_ms, latency_curve ([{p, ms}] at percentiles 0 to 99.99, evenly spaced
 in nines) and throughput_per_s (messages completed in each second of the
 measured window). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per
-pull for consume-backlog, publish->consume for e2e-10k.`
+pull for consume-backlog, publish->consume for e2e-10k.
+
+--report FILE.html writes the charts of this run; ` + "`wharf bench report`" + ` draws
+several saved --json runs side by side.`
 
 // newBenchCmd is `wharf bench`: its flags become the Options run gets.
 func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
@@ -109,8 +115,69 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.IntVar(&o.RouteRounds, "route-rounds", d.RouteRounds, "route-propagation: topics created (one measurement each)")
 	f.IntVar(&o.ABRounds, "ab-rounds", d.ABRounds, "groups-2-vs-1: rounds, each running every configuration once, in alternating order")
 	_ = f.MarkHidden("wharf-bin")
-	cmd.AddCommand(newBenchServeCmd())
+	cmd.AddCommand(newBenchServeCmd(), newBenchReportCmd())
 	return cmd
+}
+
+// newBenchReportCmd is `wharf bench report`: the charts of runs saved with
+// --json, one line per run in each scenario's charts (A vs B builds, or
+// rounds).
+func newBenchReportCmd() *cobra.Command {
+	var out, title string
+	cmd := &cobra.Command{
+		Use:   "report --out FILE.html [LABEL=]RESULTS.jsonl...",
+		Short: "Draw saved `wharf bench --json` runs side by side as an HTML report",
+		Long: `Read the JSON lines of one or more ` + "`wharf bench --json`" + ` runs and write one HTML page
+with, per scenario and size, the latency percentile curves and the throughput per
+second of every run (labelled LABEL, or the file's name without its extension),
+and their table. For example, two builds alternated by bench/scripts/ab.sh:
+
+  wharf bench report --out ab.html before=a1.jsonl after=b1.jsonl`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return errors.New("--out: name the HTML file to write")
+			}
+			runs, err := readBenchRuns(args)
+			if err != nil {
+				return err
+			}
+			if err := benchrun.WriteReport(out, title, []string{"runs: " + strings.Join(args, ", ")}, runs); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "bench: report written to %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the HTML file to write")
+	cmd.Flags().StringVar(&title, "title", "wharf bench: runs compared", "the page's title")
+	return cmd
+}
+
+// readBenchRuns reads each [LABEL=]FILE argument's results.
+func readBenchRuns(args []string) ([]benchrun.Labelled, error) {
+	var runs []benchrun.Labelled
+	for _, a := range args {
+		label, path, ok := strings.Cut(a, "=")
+		if !ok {
+			path = a
+			label = strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := benchrun.ReadResults(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("%s: no results (want the output of wharf bench --json)", path)
+		}
+		runs = append(runs, benchrun.Labelled{Label: label, Results: rs})
+	}
+	return runs, nil
 }
 
 // benchQuick gives the options --quick shortens their quick values, unless

@@ -2,6 +2,7 @@ package benchrun
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -78,7 +79,7 @@ func TestBenchReportScenarios(t *testing.T) {
 		{Scenario: "disk-fsync", Size: 0},
 	}
 	var got []string
-	for _, sc := range reportScenarios(rs) {
+	for _, sc := range reportScenarios([]Labelled{{Results: rs}}) {
 		var names []string
 		for _, s := range sc.Series {
 			names = append(names, s.Name)
@@ -95,11 +96,11 @@ func TestBenchReportScenarios(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("charts\n%q\nwant\n%q", got, want)
 	}
-	s := reportScenarios(rs)[0].Series[0]
+	s := reportScenarios([]Labelled{{Results: rs}})[0].Series[0]
 	if s.MaxMs != 3 || s.MsgsPerS != 1 {
 		t.Errorf("summary figures: %+v", s)
 	}
-	if s := reportScenarios(rs)[1].Series[0]; s.MaxMs != -1 || s.P50Ms != -1 || s.P999Ms != -1 {
+	if s := reportScenarios([]Labelled{{Results: rs}})[1].Series[0]; s.MaxMs != -1 || s.P50Ms != -1 || s.P999Ms != -1 {
 		t.Errorf("latencies of a result without any: %+v, want -1 (not measured)", s)
 	}
 }
@@ -123,5 +124,43 @@ func TestBenchRunReport(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "report written to "+o.Report) {
 		t.Errorf("stderr does not name the report: %s", errOut.String())
+	}
+}
+
+// TestBenchCompareRuns: the JSON lines of two runs, read back, give one
+// chart per scenario with a line per run, named by the runs' labels.
+func TestBenchCompareRuns(t *testing.T) {
+	var a, b bytes.Buffer
+	for _, r := range []Result{
+		{Scenario: "sync-16", Size: 1024, FlushMode: "ASYNC_FLUSH", MsgsPerS: 10, LatencyCurve: []benchreport.Point{{P: 0, Ms: 1}}},
+		{Scenario: "sync-master-64", Size: 1024, FlushMode: "ASYNC_FLUSH"},
+		{Scenario: "async-master-64", Size: 1024, FlushMode: "ASYNC_FLUSH"},
+	} {
+		_ = writeJSON(&a, r)
+		r.MsgsPerS *= 2
+		_ = writeJSON(&b, r)
+	}
+	ra, err := ReadResults(strings.NewReader("bench: progress\n" + a.String() + "\n"))
+	if err != nil || len(ra) != 3 || ra[0].LatencyCurve[0].Ms != 1 {
+		t.Fatalf("read %+v, %v", ra, err)
+	}
+	rb, _ := ReadResults(&b)
+	if _, err := ReadResults(strings.NewReader(`{"scenario": 1}`)); err == nil {
+		t.Error("a broken line was read without an error")
+	}
+	var got []string
+	for _, sc := range reportScenarios([]Labelled{{"before", ra}, {"after", rb}}) {
+		var names []string
+		for _, s := range sc.Series {
+			names = append(names, fmt.Sprintf("%s %.0f", s.Name, s.MsgsPerS))
+		}
+		got = append(got, sc.Name+": "+strings.Join(names, ", "))
+	}
+	want := []string{
+		"sync-16, 1024 B: before 10, after 20",
+		"sync-master-64, 1024 B: before SYNC_MASTER 0, before ASYNC_MASTER 0, after SYNC_MASTER 0, after ASYNC_MASTER 0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("charts\n%q\nwant\n%q", got, want)
 	}
 }

@@ -66,8 +66,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) ([]Result, er
 	if o.Report != "" && len(results) > 0 {
 		lines := []string{time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", " + machineLine(),
 			"command: " + strings.Join(os.Args, " ")}
-		if err := writeReport(o.Report, results, lines); err != nil {
-			failures = append(failures, err.Error())
+		if err := WriteReport(o.Report, "wharf bench", lines, []Labelled{{Results: results}}); err != nil {
+			failures = append(failures, "--"+err.Error())
 		} else {
 			fmt.Fprintf(stderr, "bench: report written to %s\n", o.Report)
 		}
