@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -64,6 +65,10 @@ type PullConsumer struct {
 	r     *replicas   // one broker group (NewPullConsumer(addr))
 	cl    *pullGroups // name-server routes (WithNameServer)
 	group string
+	// leaving is set by Close before it leaves the group: from then on
+	// the heartbeats name no group, so one sent between the leave and the
+	// connection's close does not make the consumer a member again.
+	leaving atomic.Bool
 }
 
 // NewPullConsumer connects to the broker at addr for consumer group group.
@@ -82,6 +87,9 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	}
 	pc := &PullConsumer{o: o, group: group}
 	hello := func() protocol.Request {
+		if pc.leaving.Load() {
+			return &protocol.HeartbeatRequest{ClientID: pc.o.clientID}
+		}
 		return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: group}}}
 	}
 	if o.nameServers != "" {
@@ -106,6 +114,7 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 // broker's member timeout, then fails calls in flight with ErrClosed and
 // closes the connections. Closing again does nothing.
 func (pc *PullConsumer) Close() error {
+	pc.leaving.Store(true)
 	if pc.cl != nil {
 		pc.cl.close(pc.leave)
 		return nil

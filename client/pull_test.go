@@ -39,6 +39,30 @@ func TestPullConsumerCloseLeavesGroup(t *testing.T) {
 	})
 }
 
+// TestPullConsumerHeartbeatAfterLeaving: a heartbeat the connection sends
+// between Close's leave and its close of the connection (here: many, the
+// connection staying open) does not make the consumer a member again.
+func TestPullConsumerHeartbeatAfterLeaving(t *testing.T) {
+	b := brokertest.Start(t)
+	b.CreateTopic("T", 1)
+	pc, err := NewPullConsumer(b.Addr(), "G", WithClientID("p1"), WithHeartbeat(2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	testwait.For(t, testwait.Wall, 5*time.Second, "p1 a member of G", func() bool {
+		_, ok := b.GroupMembers("G")["p1"]
+		return ok
+	})
+	pc.leaving.Store(true) // Close's first steps, without closing the connection
+	pc.leave(pc.r)
+	seen := b.Heartbeats()
+	testwait.For(t, testwait.Wall, 5*time.Second, "5 more heartbeats", func() bool { return b.Heartbeats() >= seen+5 })
+	if m := b.GroupMembers("G"); len(m) != 0 {
+		t.Errorf("members of G after leaving and more heartbeats: %v", m)
+	}
+}
+
 // closeLeaves waits until pc (client id p1) is a member of group G on b,
 // closes it and checks that b no longer lists it.
 func closeLeaves(t *testing.T, pc *PullConsumer, b *brokertest.Broker) {
