@@ -28,8 +28,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/cq/ ./storage/index/ ./protocol/
 
 # Wharf side by side with NATS JetStream (the bench/ module, its own go.mod):
-# writes its section of docs/BENCHMARKS.md. QUICK=1 for a run under 5 minutes;
-# BENCHFLAGS for more (cd bench && go run . -h).
+# writes its section of docs/BENCHMARKS.md and an HTML report with charts under
+# bench/out/ (git-ignored; its path is the last line). QUICK=1 for a run under
+# 5 minutes; BENCHFLAGS for more (cd bench && go run . -h).
 # It builds its own copy of the binary so that a concurrent `make build` cannot
 # swap bin/wharf under a run.
 bench-compare:

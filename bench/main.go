@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -34,6 +35,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/wharfmq/wharf/internal/benchreport"
 )
 
 // result has the fields of `wharf bench --json`.
@@ -54,6 +57,10 @@ type result struct {
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"`
 	Skipped           bool     `json:"skipped,omitempty"`
 	Note              string   `json:"note,omitempty"`
+	// The report's data, as `wharf bench --json` gives it.
+	MaxMs          *float64            `json:"max_ms,omitempty"`
+	LatencyCurve   []benchreport.Point `json:"latency_curve,omitempty"`
+	ThroughputPerS []float64           `json:"throughput_per_s,omitempty"`
 }
 
 type opts struct {
@@ -72,6 +79,7 @@ type opts struct {
 	natsPull    int
 	storeDir    string
 	rounds      int
+	report      string
 	args        []string
 }
 
@@ -108,9 +116,10 @@ func main() {
 	flag.IntVar(&o.backlog, "backlog", 0, "consume-backlog messages (default 1,000,000; --quick 100,000)")
 	flag.IntVar(&o.rate, "rate", 10_000, "e2e-10k rate in msg/s")
 	flag.IntVar(&o.batchFlight, "batch-inflight", 16, "batch-32: batches in flight")
-	flag.IntVar(&o.natsPull, "nats-pull", 1000, "consume-backlog: JetStream PullMaxMessages")
+	flag.IntVar(&o.natsPull, "nats-pull", 512, "consume-backlog and e2e-10k: JetStream's PullMaxMessages (its threshold is half): at most this many messages in flight, as Wharf's 2 pulls of 256")
 	flag.StringVar(&o.storeDir, "store-dir", os.TempDir(), "where the temporary stores go")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds of the whole suite (figures: the median round)")
+	flag.StringVar(&o.report, "report", "auto", "HTML report with charts; auto: out/compare-{quick|full}-TIME.html (git-ignored); empty: none")
 	flag.Parse()
 	def := func(d *time.Duration, full, quick time.Duration) {
 		if *d == 0 {
@@ -228,13 +237,25 @@ func run(ctx context.Context, o *opts) error {
 		rounds = append(rounds, ps)
 	}
 	ps := medianRound(rounds)
-	doc := render(o, disk, ps, time.Since(started))
+	took := time.Since(started)
+	doc := render(o, disk, ps, took)
 	fmt.Println(doc)
 	if o.write {
 		if err := writeSection(o.doc, sectionKey(o), doc); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.doc)
+	}
+	if o.report != "" {
+		path := o.report
+		if path == "auto" {
+			path = filepath.Join("out", fmt.Sprintf("compare-%s-%s.html", sectionKey(o), started.UTC().Format("20060102-150405")))
+		}
+		if err := writeReport(path, htmlReport(o, ps, took)); err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(path)
+		fmt.Fprintf(os.Stderr, "bench: report with charts: %s\n", abs)
 	}
 	return nil
 }
@@ -330,6 +351,7 @@ type recorder struct {
 	firstErr   atomic.Pointer[error]
 	mu         sync.Mutex
 	hist       *hdrhistogram.Histogram
+	perSecond  []int64 // messages completed in each second of the window
 }
 
 func newRecorder() *recorder {
@@ -352,10 +374,20 @@ func (r *recorder) done(n int64, d time.Duration, err error) {
 		return
 	}
 	r.msgs.Add(n)
+	sec := int((now - s) / int64(time.Second))
 	r.mu.Lock()
-	_ = r.hist.RecordValue(max(1, d.Microseconds()))
+	if d >= 0 {
+		_ = r.hist.RecordValue(max(1, d.Microseconds()))
+	}
+	for len(r.perSecond) <= sec {
+		r.perSecond = append(r.perSecond, 0)
+	}
+	r.perSecond[sec] += n
 	r.mu.Unlock()
 }
+
+// count records n messages completed now with no latency to record.
+func (r *recorder) count(n int64) { r.done(n, -1, nil) }
 
 func (r *recorder) result(sc string, size int) result {
 	r.mu.Lock()
@@ -374,8 +406,37 @@ func (r *recorder) result(sc string, size int) result {
 		res.P50Ms = round3(float64(r.hist.ValueAtQuantile(50)) / 1000)
 		res.P99Ms = round3(float64(r.hist.ValueAtQuantile(99)) / 1000)
 		res.P999Ms = round3(float64(r.hist.ValueAtQuantile(99.9)) / 1000)
+		res.MaxMs = f64(float64(r.hist.Max()) / 1000)
+		for _, p := range benchreport.CurvePercentiles() {
+			res.LatencyCurve = append(res.LatencyCurve, benchreport.Point{P: p, Ms: round3(float64(r.hist.ValueAtQuantile(p)) / 1000)})
+		}
 	}
+	res.ThroughputPerS = perSecondRates(r.perSecond, time.Duration(e-s))
 	return res
+}
+
+// perSecondRates is internal/benchrun's: the rate of every whole second of
+// the window, and of the last part-second if it lasted half a second.
+func perSecondRates(counts []int64, elapsed time.Duration) []float64 {
+	whole := int(elapsed / time.Second)
+	rest := (elapsed - time.Duration(whole)*time.Second).Seconds()
+	n := whole
+	if rest >= 0.5 {
+		n++
+	}
+	out := make([]float64, 0, n)
+	for i := range n {
+		var c int64
+		if i < len(counts) {
+			c = counts[i]
+		}
+		span := 1.0
+		if i == whole {
+			span = rest
+		}
+		out = append(out, round3(float64(c)/span))
+	}
+	return out
 }
 
 func round3(x float64) float64 {

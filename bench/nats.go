@@ -189,8 +189,8 @@ func runNATS(ctx context.Context, o *opts, sc string, size int) (result, error) 
 	case "consume-backlog":
 		res, err = natsConsume(ctx, o, ns, body)
 	case "e2e-10k":
-		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsE2E(c, ns.url, size, o.rate, r) })
-		res.Note = "publish->consume: pull consumer (Consume, AckNone, DeliverNew), latency from a timestamp in the body"
+		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsE2E(c, ns.url, size, o.rate, o.natsPull, r) })
+		res.Note = fmt.Sprintf("publish->consume: pull consumer (Consume, AckNone, DeliverNew, PullMaxMessages %d), latency from a timestamp in the body", o.natsPull)
 	default:
 		return result{Scenario: sc, Size: size, Skipped: true, Note: "no JetStream counterpart run (a replicated stream needs a 3-node cluster)"}, nil
 	}
@@ -202,18 +202,22 @@ type paf struct {
 	t0 time.Time
 }
 
-// natsAsync: one connection, PublishAsync with inflight acks outstanding;
-// the acks are awaited in order by one goroutine.
+// natsAsync: one connection, PublishAsync with exactly inflight acks
+// outstanding, as Wharf's async load keeps inflight SendAsync calls: a
+// send waits for a slot, and a slot is freed when its ack has been
+// recorded. The acks are awaited in order by one goroutine (JetStream acks
+// a stream's publishes in order).
 func natsAsync(ctx context.Context, url string, body []byte, inflight int, rec *recorder) error {
 	nc, err := natsConnect(url)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(inflight+1))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(inflight))
 	if err != nil {
 		return err
 	}
+	slots := make(chan struct{}, inflight)
 	fifo := make(chan paf, inflight)
 	done := make(chan struct{})
 	go func() {
@@ -227,17 +231,20 @@ func natsAsync(ctx context.Context, url string, body []byte, inflight int, rec *
 			case <-time.After(30 * time.Second):
 				rec.done(1, 0, errors.New("no ack in 30 s"))
 			}
+			<-slots
 		}
 	}()
 	for ctx.Err() == nil {
+		slots <- struct{}{} // waits while inflight acks are outstanding
 		t0 := time.Now()
 		f, err := js.PublishAsync(natsSubject, body)
 		if err != nil {
+			<-slots
 			rec.done(1, 0, err)
 			sleep(ctx, 10*time.Millisecond)
 			continue
 		}
-		fifo <- paf{f, t0} // blocks while inflight acks are outstanding
+		fifo <- paf{f, t0}
 	}
 	close(fifo)
 	<-done
@@ -277,7 +284,10 @@ func natsSync(ctx context.Context, url string, body []byte, n int, rec *recorder
 	return nil
 }
 
-func natsE2E(ctx context.Context, url string, size, rate int, rec *recorder) error {
+// natsE2E publishes at rate msg/s (async, paced every millisecond, at most
+// 4096 unacked) and consumes on a second connection with Consume (one
+// handler goroutine, in order) and the pull window of pullWindow.
+func natsE2E(ctx context.Context, url string, size, rate, pull int, rec *recorder) error {
 	nc, err := natsConnect(url)
 	if err != nil {
 		return err
@@ -307,7 +317,7 @@ func natsE2E(ctx context.Context, url string, size, rate int, rec *recorder) err
 		if len(d) >= 8 {
 			rec.done(1, time.Duration(time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(d))), nil)
 		}
-	})
+	}, pullWindow(pull)...)
 	if err != nil {
 		return err
 	}
@@ -342,7 +352,8 @@ loop:
 }
 
 // natsConsume stores a backlog, then reads it with JetStream's fastest
-// consume mode: a pull consumer with AckNone, pipelined pulls (Consume).
+// consume mode: a pull consumer with AckNone, pipelined pulls (Consume)
+// of the same window as Wharf's consumer (pullWindow).
 func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (result, error) {
 	size := len(body)
 	total := int64(o.backlog)
@@ -399,13 +410,16 @@ func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (res
 	rec := newRecorder()
 	all := make(chan struct{})
 	var got atomic.Int64
+	var bodyBytes int
 	cpu0 := ns.cpu()
 	rec.open()
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		bodyBytes += len(m.Data()) // the handler looks at each message, as Wharf's does
+		rec.count(1)
 		if got.Add(1) == stored {
 			close(all)
 		}
-	}, jetstream.PullMaxMessages(o.natsPull))
+	}, pullWindow(o.natsPull)...)
 	if err != nil {
 		return result{}, err
 	}
@@ -417,17 +431,24 @@ func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (res
 	rec.close()
 	cpu1 := ns.cpu()
 	cc.Stop()
-	rec.msgs.Store(got.Load())
 	res := rec.result("consume-backlog", size)
 	res.Errors = fillErrs.Load()
 	res.BrokerCPUS = f64(cpu1 - cpu0)
 	if res.Msgs > 0 {
 		res.BrokerCPUSPerMMsg = f64((cpu1 - cpu0) / float64(res.Msgs) * 1e6)
 	}
-	res.Note = fmt.Sprintf("backlog of %d stored in %.1f s (%.0f msg/s, async publish); Consume with PullMaxMessages %d, AckNone",
-		stored, fillSecs, float64(stored)/max(fillSecs, 1e-9), o.natsPull)
+	res.Note = fmt.Sprintf("backlog of %d stored in %.1f s (%.0f msg/s, async publish); Consume (one handler goroutine) with PullMaxMessages %d, PullThresholdMessages %d, AckNone",
+		stored, fillSecs, float64(stored)/max(fillSecs, 1e-9), o.natsPull, o.natsPull/2)
 	if got.Load() < stored {
 		return res, fmt.Errorf("consumed %d of %d", got.Load(), stored)
 	}
 	return res, nil
+}
+
+// pullWindow is the pull window of JetStream's Consume that matches Wharf's
+// consumer of 2 pulls of pull/2 in flight: at most pull messages asked for
+// and not yet handled, and a new pull (of about pull/2) once half of them
+// were handled.
+func pullWindow(pull int) []jetstream.PullConsumeOpt {
+	return []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(pull), jetstream.PullThresholdMessages(max(1, pull/2))}
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/wharfmq/wharf/internal/benchreport"
 )
 
 func sectionKey(o *opts) string {
@@ -246,4 +250,62 @@ func writeSection(path, key, section string) error {
 		s += section
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// htmlReport is the run as a benchreport page: per scenario and size, the
+// Wharf lines and JetStream's (the median round's, with --rounds).
+func htmlReport(o *opts, ps []*pair, took time.Duration) benchreport.Report {
+	r := benchreport.Report{Title: "Wharf vs NATS JetStream, " + sectionKey(o) + " run",
+		Lines: []string{
+			time.Now().UTC().Format("2006-01-02 15:04 UTC") + "; " + machine(),
+			"command: " + cmdLine(o) + "; took " + took.Round(time.Second).String(),
+			fmt.Sprintf("%s warm-up, %s measured per scenario; with --rounds %d the curves are the median round's", o.warmup, o.duration, o.rounds),
+		}}
+	for _, p := range ps {
+		sc := benchreport.Scenario{Name: fmt.Sprintf("%s, %d B", p.scenario, p.size)}
+		for _, w := range p.wharf {
+			if w.Skipped {
+				continue
+			}
+			name := "Wharf"
+			if len(p.wharf) > 1 {
+				name = "Wharf " + strings.ToUpper(strings.ReplaceAll(strings.TrimSuffix(w.Scenario, "-64"), "-", "_"))
+			}
+			sc.Series = append(sc.Series, series(name, w))
+		}
+		if !p.nats.Skipped && (p.nerr == "" || p.nats.MsgsPerS > 0) {
+			sc.Series = append(sc.Series, series("JetStream", p.nats))
+		}
+		if len(sc.Series) > 0 {
+			r.Scenarios = append(r.Scenarios, sc)
+		}
+	}
+	return r
+}
+
+func series(name string, r result) benchreport.Series {
+	s := benchreport.Series{Name: name, Curve: r.LatencyCurve, Throughput: r.ThroughputPerS,
+		MsgsPerS: r.MsgsPerS, P50Ms: r.P50Ms, P99Ms: r.P99Ms, P999Ms: r.P999Ms, MaxMs: -1, Errors: r.Errors, Note: r.Note}
+	if r.MaxMs != nil {
+		s.MaxMs = *r.MaxMs
+	}
+	if len(r.LatencyCurve) == 0 { // no latency measured: not 0 ms
+		s.P50Ms, s.P99Ms, s.P999Ms = -1, -1, -1
+	}
+	return s
+}
+
+// writeReport writes the HTML report to path (its folder created).
+func writeReport(path string, r benchreport.Report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	var b bytes.Buffer
+	if err := benchreport.WriteHTML(&b, r); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -68,6 +69,10 @@ type PullConsumer struct {
 	r     *replicas   // one broker group (NewPullConsumer(addr))
 	cl    *pullGroups // name-server routes (WithNameServer)
 	group string
+	// leaving is set by Close before it leaves the group: from then on
+	// the heartbeats name no group, so one sent between the leave and the
+	// connection's close does not make the consumer a member again.
+	leaving atomic.Bool
 }
 
 // NewPullConsumer connects to the broker at addr for consumer group group.
@@ -86,6 +91,9 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	}
 	pc := &PullConsumer{o: o, group: group}
 	hello := func() protocol.Request {
+		if pc.leaving.Load() {
+			return &protocol.HeartbeatRequest{ClientID: pc.o.clientID}
+		}
 		return &protocol.HeartbeatRequest{ClientID: pc.o.clientID, ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: group}}}
 	}
 	if o.nameServers != "" {
@@ -105,14 +113,45 @@ func NewPullConsumer(addr, group string, opts ...Option) (*PullConsumer, error) 
 	return pc, nil
 }
 
-// Close fails calls in flight with ErrClosed and closes the connections.
+// Close leaves the group on every broker the consumer is connected to, so
+// that the group's other members get its queues now rather than after the
+// broker's member timeout, then fails calls in flight with ErrClosed and
+// closes the connections. Closing again does nothing.
 func (pc *PullConsumer) Close() error {
+	pc.leaving.Store(true)
 	if pc.cl != nil {
-		pc.cl.close()
+		pc.cl.close(pc.leave)
 		return nil
 	}
+	pc.leave(pc.r)
 	pc.r.close()
 	return nil
+}
+
+// leave sends UNREGISTER_CLIENT for the group to each of r's brokers with a
+// live connection: a broker never dialled (or lost) has no membership to
+// end, and dialling it would make Close wait for a broker that is gone.
+// A failure is logged: the broker's member timeout still ends the
+// membership.
+func (pc *PullConsumer) leave(r *replicas) {
+	req := &protocol.UnregisterClientRequest{ClientID: pc.o.clientID, Group: pc.group}
+	ctx, cancel := context.WithTimeout(context.Background(), pc.o.timeout)
+	defer cancel()
+	for _, c := range append([]*conn{r.master}, r.slaves...) {
+		if !liveConn(c) {
+			continue
+		}
+		if _, err := c.do(ctx, req, nil, pc.o.timeout); err != nil {
+			pc.o.logger.Warn("wharf client: unregister", "group", pc.group, "broker", c.addr, "err", err)
+		}
+	}
+}
+
+// liveConn reports whether c is open and has a session that has not ended.
+func liveConn(c *conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && c.s != nil && !c.s.isDone()
 }
 
 // Group returns the consumer group.

@@ -194,12 +194,15 @@ func (g *pullGroups) stale(topic string) {
 	}
 }
 
-func (g *pullGroups) close() {
+// close runs leave on every group's replicas ever installed, then closes
+// them and the name-server connections.
+func (g *pullGroups) close(leave func(*replicas)) {
 	g.mu.Lock()
 	g.closed = true
 	known := g.known
 	g.mu.Unlock()
 	for _, pg := range known {
+		leave(pg.r)
 		pg.r.close()
 	}
 	g.ns.close()

@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // the child broker's profiling endpoint (loopback only)
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -29,7 +32,8 @@ scenario and size on stdout):
   batch-32               async publish of batches of 32 messages (SEND_BATCH)
   sync-1, sync-16        sync publish (wait for each ack), 1 / 16 publishers
   sync-flush-64          64 sync publishers against a SYNC_FLUSH broker
-  consume-backlog        pull a backlog of --backlog messages, committing offsets
+  consume-backlog        pull a backlog of --backlog messages, --pull-inflight pulls
+                         of --pull-batch in flight, one handler goroutine
   e2e-10k                publish at a fixed --rate, push-consume, latency publish->consume
   sync-master-64         SYNC_MASTER vs ASYNC_MASTER, 64 publishers (needs replication)
   disk-probe             fsync latency (write 4 KiB + fdatasync) and the raw
@@ -59,16 +63,22 @@ broker_cpu_s_per_m_msgs, broker_heap_mib (Go heap after a forced GC, with the
 backlog stored), client_cpu_s_per_m_msgs (this process's CPU, the load's
 clients), skipped and note; the cluster scenarios add groups,
 via_namesrv, rounds, max_ms, ratio and ratio_of (their broker_cpu_s sums the
-brokers sent to and the name server). mb_per_s counts bodies in MB (10^6 bytes).
+brokers sent to and the name server), and, for the charts of --report,
+max_ms, latency_curve ([{p, ms}] at percentiles 0 to 99.99, evenly spaced
+in nines) and throughput_per_s (messages completed in each second of the
+measured window). mb_per_s counts bodies in MB (10^6 bytes).
 Latencies are from an HDR histogram: per send (per batch for batch-32), per
-pull for consume-backlog, publish->consume for e2e-10k.`
+pull for consume-backlog, publish->consume for e2e-10k.
+
+--report FILE.html writes the charts of this run; ` + "`wharf bench report`" + ` draws
+several saved --json runs side by side.`
 
 // newBenchCmd is `wharf bench`: its flags become the Options run gets.
 func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Command {
 	o := benchrun.DefaultOptions()
 	var quick bool
 	cmd := &cobra.Command{
-		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json]",
+		Use:   "bench [--scenario S,...] [--size B,...] [--duration D] [--quick] [--json] [--report FILE.html]",
 		Short: "Measure throughput and latency of a broker in the scenarios of the benchmark suite",
 		Long:  benchLong,
 		Args:  cobra.NoArgs,
@@ -86,9 +96,11 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.DurationVar(&o.Warmup, "warmup", d.Warmup, "unmeasured load before each measured window")
 	f.BoolVar(&quick, "quick", false, "short runs (1.5 s each after 0.3 s of warm-up, backlog 100,000, 500 fsyncs): the whole suite in under a minute")
 	f.BoolVar(&o.JSON, "json", d.JSON, "print one JSON object per scenario and size on stdout")
+	f.StringVar(&o.Report, "report", d.Report, "also write an HTML report to this file: latency percentile curves, throughput per second and the table, as inline SVG")
 	f.IntVar(&o.Backlog, "backlog", d.Backlog, "consume-backlog: messages stored before consuming")
 	f.IntVar(&o.Rate, "rate", d.Rate, "e2e-10k: publish rate in msg/s")
 	f.IntVar(&o.PullBatch, "pull-batch", d.PullBatch, "consume-backlog: messages per pull")
+	f.IntVar(&o.PullInflight, "pull-inflight", d.PullInflight, "consume-backlog: pulls in flight (each on its own queue), handled by one goroutine in order")
 	f.IntVar(&o.BatchInflight, "batch-inflight", d.BatchInflight, "batch-32: batches in flight")
 	f.IntVar(&o.Queues, "queues", d.Queues, "queues of the benchmark topic")
 	f.StringVar(&o.StoreDir, "store-dir", d.StoreDir, "directory under which the temporary stores (and the disk probe's file) go (default: the system temp dir)")
@@ -103,8 +115,69 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.IntVar(&o.RouteRounds, "route-rounds", d.RouteRounds, "route-propagation: topics created (one measurement each)")
 	f.IntVar(&o.ABRounds, "ab-rounds", d.ABRounds, "groups-2-vs-1: rounds, each running every configuration once, in alternating order")
 	_ = f.MarkHidden("wharf-bin")
-	cmd.AddCommand(newBenchServeCmd())
+	cmd.AddCommand(newBenchServeCmd(), newBenchReportCmd())
 	return cmd
+}
+
+// newBenchReportCmd is `wharf bench report`: the charts of runs saved with
+// --json, one line per run in each scenario's charts (A vs B builds, or
+// rounds).
+func newBenchReportCmd() *cobra.Command {
+	var out, title string
+	cmd := &cobra.Command{
+		Use:   "report --out FILE.html [LABEL=]RESULTS.jsonl...",
+		Short: "Draw saved `wharf bench --json` runs side by side as an HTML report",
+		Long: `Read the JSON lines of one or more ` + "`wharf bench --json`" + ` runs and write one HTML page
+with, per scenario and size, the latency percentile curves and the throughput per
+second of every run (labelled LABEL, or the file's name without its extension),
+and their table. For example, two builds alternated by bench/scripts/ab.sh:
+
+  wharf bench report --out ab.html before=a1.jsonl after=b1.jsonl`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return errors.New("--out: name the HTML file to write")
+			}
+			runs, err := readBenchRuns(args)
+			if err != nil {
+				return err
+			}
+			if err := benchrun.WriteReport(out, title, []string{"runs: " + strings.Join(args, ", ")}, runs); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "bench: report written to %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the HTML file to write")
+	cmd.Flags().StringVar(&title, "title", "wharf bench: runs compared", "the page's title")
+	return cmd
+}
+
+// readBenchRuns reads each [LABEL=]FILE argument's results.
+func readBenchRuns(args []string) ([]benchrun.Labelled, error) {
+	var runs []benchrun.Labelled
+	for _, a := range args {
+		label, path, ok := strings.Cut(a, "=")
+		if !ok {
+			path = a
+			label = strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := benchrun.ReadResults(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("%s: no results (want the output of wharf bench --json)", path)
+		}
+		runs = append(runs, benchrun.Labelled{Label: label, Results: rs})
+	}
+	return runs, nil
 }
 
 // benchQuick gives the options --quick shortens their quick values, unless

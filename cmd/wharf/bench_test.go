@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -187,5 +188,41 @@ func TestBenchQuickFlags(t *testing.T) {
 func TestBenchRejectsUnknownScenario(t *testing.T) {
 	if _, _, err := runBenchCLI(t, "bench", "--scenario", "nope"); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown scenario accepted: %v", err)
+	}
+}
+
+// TestBenchReportCommand: `wharf bench report` draws saved runs, one line
+// per run, labelled as given or by the file's name.
+func TestBenchReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, msgs float64) string {
+		path := filepath.Join(dir, name)
+		line, _ := json.Marshal(benchrun.Result{Scenario: "sync-16", Size: 1024, FlushMode: "ASYNC_FLUSH", MsgsPerS: msgs, ThroughputPerS: []float64{msgs}})
+		if err := os.WriteFile(path, append(line, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	a, b := write("a1.jsonl", 1000), write("b1.jsonl", 2000)
+	out := filepath.Join(dir, "ab.html")
+	if _, stderr, err := runBenchCLI(t, "bench", "report", "--out", out, "before="+a, b); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">sync-16, 1024 B</h2>", `<td class="name">before</td><td>1000</td>`, `<td class="name">b1</td><td>2000</td>`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	empty := filepath.Join(dir, "empty.jsonl")
+	_ = os.WriteFile(empty, []byte("no results here\n"), 0o644)
+	if _, _, err := runBenchCLI(t, "bench", "report", "--out", out, empty); err == nil || !strings.Contains(err.Error(), "no results") {
+		t.Errorf("a file without results: %v", err)
+	}
+	if _, _, err := runBenchCLI(t, "bench", "report", a); err == nil || !strings.Contains(err.Error(), "--out") {
+		t.Errorf("no --out: %v", err)
 	}
 }

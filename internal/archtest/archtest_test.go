@@ -98,7 +98,10 @@ var layers = map[string]layer{
 	// The daemons' Prometheus side of the actors' Metrics seam.
 	"internal/metrics": {imports: []string{std, mod("protocol"), promclient}},
 	// The bench harness drives a broker binary through the client library.
-	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), hdrhist}},
+	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), mod("internal/benchreport"), hdrhist},
+		tests: []string{mod("internal/brokertest")}},
+	// The bench's HTML/SVG report: plain data in, bytes out.
+	"internal/benchreport": {imports: []string{std}},
 }
 
 // TestImports holds the import allowlist and that nothing outside cmd/

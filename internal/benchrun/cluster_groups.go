@@ -1,6 +1,7 @@
 package benchrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -177,7 +178,25 @@ func medianResult(rs []Result) Result {
 	if out.ClientCPUSPerMMsg != nil {
 		out.ClientCPUSPerMMsg = ptr(field(func(r Result) float64 { return deref(r.ClientCPUSPerMMsg) }))
 	}
+	// The report's curves are one round's: the round of median throughput.
+	// The largest latency is the largest of every round.
+	mid := medianRound(rs)
+	out.LatencyCurve, out.ThroughputPerS = mid.LatencyCurve, mid.ThroughputPerS
+	out.MaxMs = nil
+	for _, r := range rs {
+		if r.MaxMs != nil && (out.MaxMs == nil || *r.MaxMs > *out.MaxMs) {
+			out.MaxMs = ptr(*r.MaxMs)
+		}
+	}
 	return out
+}
+
+// medianRound is the round of rs whose throughput is the median (the lower
+// one of an even count).
+func medianRound(rs []Result) Result {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b Result) int { return cmp.Compare(a.MsgsPerS, b.MsgsPerS) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 func deref(p *float64) float64 {

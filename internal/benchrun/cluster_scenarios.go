@@ -72,6 +72,7 @@ func runRoutePropagation(ctx context.Context, o *Options, size int, stderr io.Wr
 		ElapsedS: round(time.Since(start).Seconds()), Groups: o.Groups, ViaNamesrv: ptr(true), Rounds: o.RouteRounds}
 	r.P50Ms, r.P99Ms, r.P999Ms = quantilesMs(hist)
 	r.MaxMs = roundedPtr(float64(hist.Max()) / 1000)
+	r.LatencyCurve = latencyCurve(hist)
 	r.Note = fmt.Sprintf("CreateTopicInCluster on %d groups -> first acked send of a running producer "+
 		"(the create call itself: p50 %.3f ms; the producer tries every ms: %.1f sends per topic); msgs counts topics",
 		o.Groups, median(created), float64(attempts)/float64(o.RouteRounds))

@@ -34,6 +34,13 @@
 //     scenario does not stop the others, and Run reports them all in its
 //     error. When ctx ends, Run stops after the scenario under way and
 //     returns ctx's error.
+//   - With Options.Report, Run also writes an HTML page with inline SVG
+//     charts (internal/benchreport) of every result that was not skipped:
+//     its latency percentile curve and its throughput in each second of
+//     the measured window, the lines of one comparison (sync-master-64's
+//     roles, groups-2-vs-1's configurations of a load) in one chart. The
+//     JSON lines carry the same data (latency_curve, throughput_per_s), so
+//     bench/ draws its comparisons from them.
 //   - The load's clients run in the calling process; Run raises its GOGC
 //     (unless the environment sets one) so their collector stays out of the
 //     measured latencies.

@@ -129,9 +129,11 @@ type e2e struct {
 func newE2E(ctx context.Context, addr, topic string, queues int, copts []client.Option) (*e2e, error) {
 	e := &e2e{topic: topic}
 	group := fmt.Sprintf("bench-e2e-%d", time.Now().UnixNano())
+	// One handler call at a time, as JetStream's Consume calls its
+	// handler from one goroutine in order.
 	c, err := client.NewPushConsumer(addr, group, append(copts,
 		client.WithConsumeFrom(client.ConsumeFromLast),
-		client.WithPullBatchSize(32), client.WithConsumeBatchSize(32))...)
+		client.WithPullBatchSize(32), client.WithConsumeBatchSize(32), client.WithConsumeConcurrency(1))...)
 	if err != nil {
 		return nil, err
 	}

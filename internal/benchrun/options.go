@@ -32,9 +32,11 @@ type Options struct {
 	Duration       time.Duration // --duration: measured time of each scenario
 	Warmup         time.Duration // --warmup: unmeasured load before each measured window
 	JSON           bool          // --json: one JSON object per result on stdout instead of a table
+	Report         string        // --report: write an HTML report with charts to this file ("": none)
 	Backlog        int           // --backlog: consume-backlog's stored messages
 	Rate           int           // --rate: e2e-10k's publish rate in msg/s
 	PullBatch      int           // --pull-batch: consume-backlog's messages per pull
+	PullInflight   int           // --pull-inflight: consume-backlog's pulls in flight
 	BatchInflight  int           // --batch-inflight: batch-32's batches in flight
 	Queues         int           // --queues: queues of the benchmark topic
 	StoreDir       string        // --store-dir: where the temporary stores and the disk probe's file go ("": the temp dir)
@@ -66,6 +68,7 @@ func DefaultOptions() Options {
 		Backlog:        1_000_000,
 		Rate:           10_000,
 		PullBatch:      256,
+		PullInflight:   2,
 		BatchInflight:  16,
 		Queues:         8,
 		Settle:         30 * time.Second,
@@ -156,6 +159,8 @@ func (o *Options) check() error {
 		return errors.New("--rate must be at least 1")
 	case o.PullBatch < 1 || o.PullBatch > 1024:
 		return errors.New("--pull-batch must be in 1..1024")
+	case o.PullInflight < 1 || o.PullInflight > 64:
+		return errors.New("--pull-inflight must be in 1..64")
 	case o.Queues < 1:
 		return errors.New("--queues must be at least 1")
 	case o.BatchInflight < 1:

@@ -54,6 +54,7 @@ func TestBenchOptionsCheck(t *testing.T) {
 		{"rate", func(o *Options) { o.Rate = 0 }, "--rate must be at least 1"},
 		{"pull batch low", func(o *Options) { o.PullBatch = 0 }, "--pull-batch must be in 1..1024"},
 		{"pull batch high", func(o *Options) { o.PullBatch = 1025 }, "--pull-batch must be in 1..1024"},
+		{"no pull in flight", func(o *Options) { o.PullInflight = 0 }, "--pull-inflight must be in 1..64"},
 		{"queues", func(o *Options) { o.Queues = 0 }, "--queues must be at least 1"},
 		{"batch inflight", func(o *Options) { o.BatchInflight = 0 }, "--batch-inflight must be at least 1"},
 		{"flush mode", func(o *Options) { o.FlushMode = "SYNC" }, "--flush-mode: want ASYNC_FLUSH or SYNC_FLUSH"},

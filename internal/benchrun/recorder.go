@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/wharfmq/wharf/internal/benchreport"
 )
 
 // recorder counts the outcome of operations inside a measured window. The
@@ -18,8 +20,9 @@ type recorder struct {
 	total      atomic.Int64 // messages completed at all (progress)
 	firstErr   atomic.Pointer[error]
 
-	mu   sync.Mutex
-	hist *hdrhistogram.Histogram // microseconds
+	mu        sync.Mutex
+	hist      *hdrhistogram.Histogram // microseconds
+	perSecond []int64                 // messages completed in each second of the window
 }
 
 func newRecorder() *recorder {
@@ -40,12 +43,18 @@ func (r *recorder) done(n int64, d time.Duration, err error) {
 		return
 	}
 	r.total.Add(n)
-	if !r.inWindow(time.Now()) {
+	now := time.Now()
+	if !r.inWindow(now) {
 		return
 	}
 	r.msgs.Add(n)
+	sec := int((now.UnixNano() - r.start.Load()) / int64(time.Second))
 	r.mu.Lock()
 	_ = r.hist.RecordValue(max(1, d.Microseconds()))
+	for len(r.perSecond) <= sec {
+		r.perSecond = append(r.perSecond, 0)
+	}
+	r.perSecond[sec] += n
 	r.mu.Unlock()
 }
 
@@ -87,8 +96,50 @@ func (r *recorder) result(scenario string, size int) Result {
 	}
 	if r.hist.TotalCount() > 0 {
 		res.P50Ms, res.P99Ms, res.P999Ms = quantilesMs(r.hist)
+		res.MaxMs = roundedPtr(float64(r.hist.Max()) / 1000)
+		res.LatencyCurve = latencyCurve(r.hist)
 	}
+	res.ThroughputPerS = perSecondRates(r.perSecond, r.elapsed())
 	return res
+}
+
+// latencyCurve samples h (in microseconds) at the report's percentiles.
+func latencyCurve(h *hdrhistogram.Histogram) []benchreport.Point {
+	ps := benchreport.CurvePercentiles()
+	out := make([]benchreport.Point, len(ps))
+	for i, p := range ps {
+		out[i] = benchreport.Point{P: p, Ms: round(float64(h.ValueAtQuantile(p)) / 1000)}
+	}
+	return out
+}
+
+// perSecondRates turns counts per second of a window of length elapsed
+// into rates: every whole second, and the last part-second if it lasted at
+// least half a second (a shorter one would be mostly noise). Seconds with
+// nothing completed count as 0.
+func perSecondRates(counts []int64, elapsed time.Duration) []float64 {
+	whole := int(elapsed / time.Second)
+	rest := (elapsed - time.Duration(whole)*time.Second).Seconds()
+	n := whole
+	if rest >= 0.5 {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]float64, n)
+	for i := range out {
+		var c int64
+		if i < len(counts) {
+			c = counts[i]
+		}
+		span := 1.0
+		if i == whole {
+			span = rest
+		}
+		out[i] = round(float64(c) / span)
+	}
+	return out
 }
 
 // quantilesMs returns the 50th, 99th and 99.9th percentiles of h (in

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"text/tabwriter"
+
+	"github.com/wharfmq/wharf/internal/benchreport"
 )
 
 // Result is one scenario at one size, and one line of --json output: its
@@ -28,9 +30,9 @@ type Result struct {
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"` // Go heap after a forced GC, backlog stored
 	// The cluster scenarios' fields: broker groups, whether the clients
 	// found them through a name server, rounds run (medians are over
-	// them), the largest latency, and the throughput of this line over
-	// that of the scenario named in ratio_of (a median of per-round
-	// ratios).
+	// them), the largest latency (every scenario's, with a latency), and
+	// the throughput of this line over that of the scenario named in
+	// ratio_of (a median of per-round ratios).
 	Groups     int      `json:"groups,omitempty"`
 	ViaNamesrv *bool    `json:"via_namesrv,omitempty"`
 	Rounds     int      `json:"rounds,omitempty"`
@@ -42,6 +44,11 @@ type Result struct {
 	ClientCPUSPerMMsg *float64 `json:"client_cpu_s_per_m_msgs,omitempty"`
 	Skipped           bool     `json:"skipped,omitempty"`
 	Note              string   `json:"note,omitempty"`
+	// The report's data (--report): the latency at each of
+	// benchreport.CurvePercentiles, and the messages per second completed
+	// in each second of the measured window.
+	LatencyCurve   []benchreport.Point `json:"latency_curve,omitempty"`
+	ThroughputPerS []float64           `json:"throughput_per_s,omitempty"`
 }
 
 // writeJSON writes r as one line of JSON.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // clientGCPercent is the GOGC of the process running the bench's clients,
@@ -61,6 +63,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) ([]Result, er
 	if !o.JSON {
 		writeTable(stdout, results)
 	}
+	if o.Report != "" && len(results) > 0 {
+		lines := []string{time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", " + machineLine(),
+			"command: " + strings.Join(os.Args, " ")}
+		if err := WriteReport(o.Report, "wharf bench", lines, []Labelled{{Results: results}}); err != nil {
+			failures = append(failures, "--"+err.Error())
+		} else {
+			fmt.Fprintf(stderr, "bench: report written to %s\n", o.Report)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return results, err
 	}
@@ -76,4 +87,9 @@ func (o *Options) progress(line func() string) (stop func()) {
 		return func() {}
 	}
 	return o.Progress(line)
+}
+
+// machineLine describes where the bench ran, for the report.
+func machineLine() string {
+	return fmt.Sprintf("%d CPUs, %s, %s/%s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -117,7 +117,7 @@ func runE2E(ctx context.Context, o *Options, b *broker, topic string, size int, 
 		return e2e.publish(ctx, size, o.Rate, rec)
 	})
 	if err == nil && rec != nil {
-		res.Note = fmt.Sprintf("publish->consume at %d msg/s: push consumer (long polling), latency from a timestamp in the body", o.Rate)
+		res.Note = fmt.Sprintf("publish->consume at %d msg/s: push consumer (a long poll of up to 32 per queue, one handler call at a time), latency from a timestamp in the body", o.Rate)
 	}
 	return res, checkCompleted(rec, err)
 }
