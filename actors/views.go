@@ -45,6 +45,9 @@ type views struct {
 	// for the controller heartbeat. Published by the durability actor on a
 	// master, by the writer on a slave.
 	confirm atomic.Int64
+	// snapshot is the latest BrokerSnapshot, published by the snapshot
+	// actor (snapshot.go) for Broker.Snapshot.
+	snapshot atomic.Pointer[BrokerSnapshot]
 }
 
 // fence is the controller client's word on sends: refused with why, or,
