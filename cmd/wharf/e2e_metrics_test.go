@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/internal/testwait"
+	"github.com/wharfmq/wharf/protocol"
 )
 
 // A real broker serves /metrics and /healthz on --metricsPort: /healthz
@@ -82,4 +87,225 @@ func waitHealthy(t *testing.T, get func(string) (int, string)) {
 		code, body := get("/healthz")
 		return code == http.StatusOK && strings.TrimSpace(body) == "ready"
 	})
+}
+
+// A real broker's gauges and JSON status endpoints agree with its own
+// answers: a group consumes the first 20 messages of a topic and holds the
+// next 10, and then the lag gauge of (group, topic) is DESCRIBE's lag, the
+// lag in time is positive, /topics has GET_MAX_OFFSET's offsets, /groups
+// DESCRIBE's, /status the runtime info's.
+func TestE2EMetricsLagAndStatus(t *testing.T) {
+	t.Parallel()
+	port := e2eFreePorts(t, 1)[0]
+	b := startBroker(t, t.TempDir(), "--metricsPort", strconv.Itoa(port), "--consumerHeartbeatInterval", "200")
+	get := httpGetter(fmt.Sprintf("http://127.0.0.1:%d", port))
+	waitHealthy(t, get)
+	ctx := e2eCtx(t, 60*time.Second)
+	a := e2eAdmin(t, b.addr)
+	e2eCreateTopic(t, ctx, a, "LT", 4)
+	p := e2eProducer(t, b.addr)
+	first := e2eSendKeys(t, p, "LT", "a", 20)
+
+	var hold atomic.Bool
+	release := make(chan struct{})
+	got := newE2EDeliveries()
+	consume := got.handler(t, "m1")
+	e2eMember(t, b.addr, "LG", "LT", "m1", func(ctx context.Context, msgs []*protocol.MessageExt) client.ConsumeResult {
+		if hold.Load() {
+			select { // not consumed: the group's lag
+			case <-release:
+			case <-ctx.Done():
+			}
+			return client.ConsumeRetryLater
+		}
+		return consume(ctx, msgs)
+	})
+	t.Cleanup(func() { close(release) }) // before the member closes
+	testwait.For(t, testwait.Wall, 20*time.Second, "the first 20 consumed", func() bool { return got.has(first) })
+	hold.Store(true)
+	e2eSendKeys(t, p, "LT", "b", 10)
+
+	// DESCRIBE's lag of LT settles at 10 once the commits are in.
+	describeLag := func() int64 {
+		d, err := a.DescribeGroup(ctx, "LG")
+		if err != nil {
+			return -1
+		}
+		var lag int64
+		for _, q := range d.Queues {
+			if q.Topic == "LT" {
+				lag += q.Lag
+			}
+		}
+		return lag
+	}
+	testwait.For(t, testwait.Wall, 20*time.Second, "DESCRIBE lag 10", func() bool { return describeLag() == 10 })
+	var body string
+	testwait.For(t, testwait.Wall, 10*time.Second, "the lag gauges", func() bool {
+		_, body = get("/metrics")
+		return promValue(body, `wharf_consumer_lag_messages{group="LG",topic="LT"}`) == float64(describeLag()) &&
+			promValue(body, `wharf_consumer_lag_seconds{group="LG",topic="LT"}`) > 0
+	})
+	for _, name := range []string{"wharf_commitlog_disk_bytes", `wharf_mailbox_depth{actor="writer"}`,
+		"wharf_commitlog_flush_behind_bytes", "wharf_commitlog_dispatch_behind_bytes", "wharf_outbound_queued_bytes",
+		"wharf_in_sync_slaves", "wharf_sync_state_set_size"} {
+		if promValue(body, name) < 0 {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if v := promValue(body, "wharf_commitlog_disk_bytes"); v <= 0 {
+		t.Errorf("wharf_commitlog_disk_bytes %v, want > 0", v)
+	}
+	e2eCheckTopicsDoc(t, ctx, a, get)
+	e2eCheckGroupsDoc(t, ctx, a, get)
+	e2eCheckStatusDocs(t, ctx, a, get)
+}
+
+// e2eCheckTopicsDoc: /topics lists LT's 4 queues with GET_MAX_OFFSET's
+// and GET_MIN_OFFSET's offsets.
+func e2eCheckTopicsDoc(t *testing.T, ctx context.Context, a *client.Admin, get func(string) (int, string)) {
+	t.Helper()
+	var doc struct {
+		Topics []struct {
+			Topic  string `json:"topic"`
+			Queues []struct {
+				QueueID   int32 `json:"queueId"`
+				MinOffset int64 `json:"minOffset"`
+				MaxOffset int64 `json:"maxOffset"`
+			} `json:"queues"`
+		} `json:"topics"`
+	}
+	getJSON(t, get, "/topics", &doc)
+	var found bool
+	for _, tp := range doc.Topics {
+		if tp.Topic != "LT" {
+			continue
+		}
+		found = true
+		if len(tp.Queues) != 4 {
+			t.Errorf("/topics: LT has %d queues, want 4", len(tp.Queues))
+		}
+		for _, q := range tp.Queues {
+			hi, err1 := a.GetMaxOffset(ctx, "LT", q.QueueID)
+			lo, err2 := a.GetMinOffset(ctx, "LT", q.QueueID)
+			if err1 != nil || err2 != nil || q.MaxOffset != hi || q.MinOffset != lo {
+				t.Errorf("/topics: LT queue %d [%d, %d), the broker says [%d, %d) (%v %v)", q.QueueID, q.MinOffset, q.MaxOffset, lo, hi, err1, err2)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("/topics has no LT: %+v", doc)
+	}
+}
+
+// e2eCheckGroupsDoc: /groups has LG with its member, and per queue the
+// committed offset and lag DESCRIBE answers.
+func e2eCheckGroupsDoc(t *testing.T, ctx context.Context, a *client.Admin, get func(string) (int, string)) {
+	t.Helper()
+	type queue struct {
+		Topic           string `json:"topic"`
+		QueueID         int32  `json:"queueId"`
+		CommittedOffset int64  `json:"committedOffset"`
+		Lag             int64  `json:"lag"`
+		LagMs           int64  `json:"lagMs"`
+	}
+	var doc struct {
+		Groups []struct {
+			Group   string `json:"group"`
+			Members []struct {
+				ClientID string `json:"clientId"`
+			} `json:"members"`
+			Queues []queue `json:"queues"`
+			Lag    int64   `json:"lag"`
+		} `json:"groups"`
+	}
+	getJSON(t, get, "/groups", &doc)
+	d, err := a.DescribeGroup(ctx, "LG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]any]protocol.GroupQueue{}
+	for _, q := range d.Queues {
+		want[[2]any{q.Topic, q.QueueID}] = q
+	}
+	if len(doc.Groups) != 1 || doc.Groups[0].Group != "LG" || len(doc.Groups[0].Members) != 1 || doc.Groups[0].Members[0].ClientID != "m1" {
+		t.Fatalf("/groups: %+v", doc)
+	}
+	for _, q := range doc.Groups[0].Queues {
+		w := want[[2]any{q.Topic, q.QueueID}]
+		if q.CommittedOffset != w.CommittedOffset || q.Lag != w.Lag {
+			t.Errorf("/groups: %s-%d committed %d lag %d, DESCRIBE says %d and %d", q.Topic, q.QueueID, q.CommittedOffset, q.Lag, w.CommittedOffset, w.Lag)
+		}
+		if q.Lag > 0 && q.LagMs <= 0 {
+			t.Errorf("/groups: %s-%d lags %d messages, lagMs %d", q.Topic, q.QueueID, q.Lag, q.LagMs)
+		}
+	}
+}
+
+// e2eCheckStatusDocs: /status has the runtime info's identity, offsets and
+// counters; /replication a master without slaves; ?pretty indents.
+func e2eCheckStatusDocs(t *testing.T, ctx context.Context, a *client.Admin, get func(string) (int, string)) {
+	t.Helper()
+	info, err := a.RuntimeInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		BrokerName  string `json:"brokerName"`
+		BrokerRole  string `json:"brokerRole"`
+		ClusterName string `json:"clusterName"`
+		UptimeMs    int64  `json:"uptimeMs"`
+		CommitLog   struct {
+			MinOffset, MaxOffset, FlushBehindBytes, DispatchBehindBytes, DiskBytes int64
+		} `json:"commitLog"`
+		MsgPutTotal   int64            `json:"msgPutTotal"`
+		Connections   int64            `json:"connections"`
+		TopicCount    int              `json:"topicCount"`
+		MailboxDepths map[string]int64 `json:"mailboxDepths"`
+		Topics        any              `json:"topics"`
+	}
+	getJSON(t, get, "/status", &st)
+	if st.BrokerName != info.BrokerName || st.BrokerRole != info.BrokerRole || st.CommitLog.MaxOffset != info.CommitLogMaxOffset ||
+		st.MsgPutTotal != info.MsgPutTotal || st.UptimeMs <= 0 || st.CommitLog.DiskBytes <= 0 || st.Connections < 1 ||
+		st.TopicCount == 0 || st.Topics != nil || len(st.MailboxDepths) == 0 {
+		t.Errorf("/status %+v, runtime info %+v", st, info)
+	}
+	var repl struct {
+		BrokerRole string `json:"brokerRole"`
+		MaxOffset  int64  `json:"maxOffset"`
+		Slaves     []any  `json:"slaves"`
+	}
+	getJSON(t, get, "/replication", &repl)
+	if repl.BrokerRole != info.BrokerRole || repl.MaxOffset != info.CommitLogMaxOffset || repl.Slaves == nil || len(repl.Slaves) != 0 {
+		t.Errorf("/replication %+v", repl)
+	}
+	if code, body := get("/status?pretty"); code != http.StatusOK || !strings.Contains(body, "\n  \"brokerName\"") {
+		t.Errorf("/status?pretty: %d %s", code, body)
+	}
+}
+
+// getJSON GETs path, checks the status and content type, and decodes the
+// body into v.
+func getJSON(t *testing.T, get func(string) (int, string), path string, v any) {
+	t.Helper()
+	code, body := get(path)
+	if code != http.StatusOK {
+		t.Fatalf("%s: %d %s", path, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("%s: %v in %s", path, err, body)
+	}
+}
+
+// promValue is the value of series (name and labels as exposed) in an
+// exposition body, -1 if absent.
+func promValue(body, series string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
 }
