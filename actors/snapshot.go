@@ -134,8 +134,11 @@ type ReplicationSnapshot struct {
 	MasterMaxOffset int64           `json:"masterMaxOffset,omitempty"`
 	Slaves          []SlaveSnapshot `json:"slaves"`
 	InSyncSlaves    int             `json:"inSyncSlaves"`
-	// SyncStateSet (controller mode, a master): the broker ids a SYNC send
-	// is acknowledged by, this broker's included; nil otherwise.
+	// ControllerBrokerID (controller mode): the brokerId the controllers
+	// know this broker by (a master is brokerId 0 to clients).
+	ControllerBrokerID int64 `json:"controllerBrokerId,omitempty"`
+	// SyncStateSet (controller mode, a master): the controller brokerIds a
+	// SYNC send is acknowledged by, this broker's included; nil otherwise.
 	SyncStateSet []int64 `json:"syncStateSet,omitempty"`
 }
 
@@ -262,7 +265,7 @@ func (s *snapshotActor) publish() {
 		bytesPut: s.stats.bytesPut.Load(), depths: s.depths.snapshot(),
 		topics: s.v.topicsSnapshot(), bounds: s.v.queueBounds, known: s.v.knownQueues,
 		groups: s.groups, ages: s.ages,
-		slaves: s.v.slavesSnapshot(), ackSet: s.v.ackSetSnapshot(), haStatus: haStatus, masterMax: masterMax,
+		slaves: s.v.slavesSnapshot(), ackSet: s.v.ackSetSnapshot(), ctlID: s.v.ctlID.Load(), haStatus: haStatus, masterMax: masterMax,
 	}
 	snap := snapshotOf(in)
 	s.v.snapshot.Store(snap)
@@ -286,6 +289,7 @@ type snapInput struct {
 	ages              map[ageKey]int64
 	slaves            []protocol.SlaveInfo
 	ackSet            []int64
+	ctlID             int64
 	haStatus          string
 	masterMax         int64
 }
@@ -366,6 +370,9 @@ func groupsOf(in snapInput) []GroupSnapshot {
 // SyncStateSet, a slave's link.
 func replicationOf(in snapInput) ReplicationSnapshot {
 	r := ReplicationSnapshot{BrokerRole: in.role.role, Epoch: in.role.epoch, Slaves: make([]SlaveSnapshot, 0, len(in.slaves))}
+	if in.cfg.EnableControllerMode {
+		r.ControllerBrokerID = in.ctlID
+	}
 	if in.role.slave() {
 		r.Master, r.HAStatus, r.MasterMaxOffset = in.role.master, in.haStatus, in.masterMax
 		return r
@@ -379,7 +386,7 @@ func replicationOf(in snapInput) ReplicationSnapshot {
 	}
 	sort.Slice(r.Slaves, func(i, j int) bool { return r.Slaves[i].BrokerID < r.Slaves[j].BrokerID })
 	if in.cfg.EnableControllerMode {
-		set := append([]int64{in.role.brokerID}, in.ackSet...)
+		set := append([]int64{in.ctlID}, in.ackSet...)
 		sort.Slice(set, func(i, j int) bool { return set[i] < set[j] })
 		r.SyncStateSet = set
 	}

@@ -87,9 +87,10 @@ func TestSnapshotOf(t *testing.T) {
 		}},
 		{"controller master: the set has the master", func(in *snapInput) {
 			in.cfg.EnableControllerMode = true
-			in.role = roleState{role: RoleSyncMaster, brokerID: 3, epoch: 4}
+			in.role = roleState{role: RoleSyncMaster, epoch: 4} // brokerId 0 to clients
+			in.ctlID = 3
 		}, func(t *testing.T, s *BrokerSnapshot) {
-			if r := s.Replication; !reflect.DeepEqual(r.SyncStateSet, []int64{2, 3}) || r.Epoch != 4 {
+			if r := s.Replication; !reflect.DeepEqual(r.SyncStateSet, []int64{2, 3}) || r.Epoch != 4 || r.ControllerBrokerID != 3 {
 				t.Errorf("replication %+v", r)
 			}
 		}},

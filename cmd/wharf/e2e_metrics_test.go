@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,16 +57,48 @@ func TestE2EMetrics(t *testing.T) {
 	}
 }
 
-// The name server serves the runtime's metrics and /healthz too.
+// The name server serves the runtime's metrics and /healthz too, and a
+// /status with the brokers and topics it knows and, with an embedded
+// controller, the controller node's term and leader.
 func TestE2ENamesrvMetrics(t *testing.T) {
 	t.Parallel()
-	port := e2eFreePorts(t, 1)[0]
-	startNamesrv(t, "--metricsPort", strconv.Itoa(port))
-	get := httpGetter(fmt.Sprintf("http://127.0.0.1:%d", port))
+	ports := e2eFreePorts(t, 2)
+	ctlPeer := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	ns := startNamesrv(t, "--metricsPort", strconv.Itoa(ports[0]), "--enableControllerInNamesrv",
+		"--controllerPeers", "n0-"+ctlPeer, "--controllerSelfId", "n0", "--storePathRootDir", t.TempDir(),
+		"--electionTimeoutMillis", "300", "--tickIntervalMillis", "50")
+	get := httpGetter(fmt.Sprintf("http://127.0.0.1:%d", ports[0]))
 	waitHealthy(t, get)
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines ") {
 		t.Errorf("/metrics: %d, no go_goroutines:\n%s", code, body)
 	}
+	b := startBroker(t, t.TempDir(), "--namesrvAddr", ns.addr, "--brokerName", "status-b")
+	ctx := e2eCtx(t, 30*time.Second)
+	e2eCreateTopic(t, ctx, e2eAdmin(t, b.addr), "NST", 2)
+	a, err := client.NewAdmin("", client.WithNameServer(ns.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var doc struct {
+		Brokers []struct {
+			BrokerName string `json:"brokerName"`
+			BrokerAddr string `json:"brokerAddr"`
+			Alive      bool   `json:"alive"`
+		} `json:"brokers"`
+		BrokerCount, AliveBrokerCount, TopicCount int
+		Controller                                *struct {
+			IsLeader bool  `json:"isLeader"`
+			Term     int64 `json:"term"`
+		} `json:"controller"`
+	}
+	testwait.For(t, testwait.Wall, 15*time.Second, "/status with the broker, its topics and a leading controller", func() bool {
+		getJSON(t, get, "/status", &doc)
+		topics, err := a.NameServerTopics(ctx)
+		return err == nil && slices.Contains(topics, "NST") && doc.TopicCount == len(topics) &&
+			doc.BrokerCount == 1 && doc.AliveBrokerCount == 1 && doc.Brokers[0].BrokerName == "status-b" &&
+			doc.Brokers[0].BrokerAddr == b.addr && doc.Controller != nil && doc.Controller.IsLeader && doc.Controller.Term > 0
+	})
 }
 
 // httpGetter GETs paths under base: the status and the body (0 and the
@@ -308,4 +342,51 @@ func promValue(body, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// A controller node's /status has its term, whether it leads, and each
+// broker group's master, epoch and SyncStateSet; a broker in controller
+// mode says the same epoch and set in /replication.
+func TestE2EControllerStatus(t *testing.T) {
+	t.Parallel()
+	ports := e2eFreePorts(t, 3)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	ctl := &e2eBroker{t: t, dir: t.TempDir(), addr: addr, stderr: &syncBuffer{}, done: make(chan struct{})}
+	ctl.launch(e2eBinary(t), append(append([]string{"controller", "--controllerPeers", "n0-" + addr, "--controllerSelfId", "n0",
+		"--storePathRootDir", ctl.dir}, e2eControllerFlags...), "--metricsPort", strconv.Itoa(ports[1])))
+	getCtl := httpGetter(fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
+	waitHealthy(t, getCtl)
+	startBroker(t, t.TempDir(), "--brokerName", "ctl-status", "--enableControllerMode=true", "--controllerAddr", addr,
+		"--metricsPort", strconv.Itoa(ports[2]))
+	getBroker := httpGetter(fmt.Sprintf("http://127.0.0.1:%d", ports[2]))
+	type group struct {
+		BrokerName   string  `json:"brokerName"`
+		MasterID     int64   `json:"masterId"`
+		MasterEpoch  int32   `json:"masterEpoch"`
+		SyncStateSet []int64 `json:"syncStateSet"`
+	}
+	var node struct {
+		IsLeader bool    `json:"isLeader"`
+		Term     int64   `json:"term"`
+		Groups   []group `json:"groups"`
+	}
+	var repl struct {
+		BrokerRole   string  `json:"brokerRole"`
+		CtlID        int64   `json:"controllerBrokerId"`
+		Epoch        int32   `json:"epoch"`
+		SyncStateSet []int64 `json:"syncStateSet"`
+	}
+	testwait.For(t, testwait.Wall, 20*time.Second, "the controller's group and the broker's /replication to agree", func() bool {
+		getJSON(t, getCtl, "/status", &node)
+		if code, _ := getBroker("/replication"); code != http.StatusOK {
+			return false
+		}
+		getJSON(t, getBroker, "/replication", &repl)
+		if !node.IsLeader || node.Term == 0 || len(node.Groups) != 1 {
+			return false
+		}
+		g := node.Groups[0]
+		return g.BrokerName == "ctl-status" && g.MasterEpoch > 0 && repl.Epoch == g.MasterEpoch && repl.CtlID == g.MasterID &&
+			repl.BrokerRole != "SLAVE" && slices.Equal(repl.SyncStateSet, g.SyncStateSet)
+	})
 }

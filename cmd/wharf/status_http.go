@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/wharfmq/wharf/actors"
+	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/internal/metrics"
 	"github.com/wharfmq/wharf/netio"
 )
@@ -127,4 +133,179 @@ func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 		enc.SetIndent("", "  ")
 	}
 	_ = enc.Encode(v) // the client went away: nothing to tell it
+}
+
+// The name server's and the controller's /status ask the daemon itself,
+// over its own port, with a timeout (their tables live in one actor each,
+// which publishes no snapshot): GET_BROKER_CLUSTER_INFO and the topic
+// list of a name server, GET_METADATA_INFO of a controller node. A daemon
+// that does not answer in statusTimeout gives 503.
+
+const statusTimeout = 2 * time.Second
+
+// namesrvStatusDoc is a name server's /status.
+type namesrvStatusDoc struct {
+	TimestampMs      int64              `json:"timestampMs"`
+	ListenAddr       string             `json:"listenAddr"`
+	UptimeMs         int64              `json:"uptimeMs"`
+	Brokers          []namesrvBrokerDoc `json:"brokers"`
+	BrokerCount      int                `json:"brokerCount"`
+	AliveBrokerCount int                `json:"aliveBrokerCount"`
+	TopicCount       int                `json:"topicCount"`
+	// Controller: the embedded controller node's status, if one runs.
+	Controller *controllerStatusDoc `json:"controller,omitempty"`
+}
+
+// namesrvBrokerDoc is one broker the name server knows.
+type namesrvBrokerDoc struct {
+	ClusterName     string `json:"clusterName"`
+	BrokerName      string `json:"brokerName"`
+	BrokerID        int64  `json:"brokerId"`
+	BrokerAddr      string `json:"brokerAddr"`
+	HAServerAddr    string `json:"haServerAddr,omitempty"`
+	BrokerRole      string `json:"brokerRole"`
+	Alive           bool   `json:"alive"`
+	LiveSinceMs     int64  `json:"liveSinceMs"`
+	LastHeartbeatMs int64  `json:"lastHeartbeatMs"`
+	LeaseMillis     int64  `json:"leaseMillis"`
+	Topics          int32  `json:"topics"`
+}
+
+// controllerStatusDoc is a controller node's /status.
+type controllerStatusDoc struct {
+	TimestampMs int64                `json:"timestampMs"`
+	ListenAddr  string               `json:"listenAddr"`
+	UptimeMs    int64                `json:"uptimeMs"`
+	IsLeader    bool                 `json:"isLeader"`
+	LeaderAddr  string               `json:"leaderAddr"`
+	Term        int64                `json:"term"`
+	Groups      []controllerGroupDoc `json:"groups"`
+}
+
+// controllerGroupDoc is one broker group as the controller node holds it.
+type controllerGroupDoc struct {
+	ClusterName       string           `json:"clusterName"`
+	BrokerName        string           `json:"brokerName"`
+	MasterID          int64            `json:"masterId"` // -1: no master
+	MasterAddr        string           `json:"masterAddr"`
+	MasterEpoch       int32            `json:"masterEpoch"`
+	SyncStateSet      []int64          `json:"syncStateSet"`
+	SyncStateSetEpoch int32            `json:"syncStateSetEpoch"`
+	Replicas          []controllerRepl `json:"replicas"`
+}
+
+type controllerRepl struct {
+	BrokerID   int64  `json:"brokerId"`
+	BrokerAddr string `json:"brokerAddr"`
+	Alive      bool   `json:"alive"`
+}
+
+// namesrvStatus registers a name server's /status: the name server on
+// addr, and the embedded controller node on ctlAddr ("": none).
+func (m *metricsServer) namesrvStatus(addr, ctlAddr string, boot time.Time) {
+	if m == nil {
+		return
+	}
+	addr = dialable(addr)
+	m.mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
+		defer cancel()
+		doc, err := askNamesrv(ctx, addr, boot)
+		if err == nil && ctlAddr != "" {
+			doc.Controller, err = askController(ctx, ctlAddr, boot)
+		}
+		if err != nil {
+			writeJSON(w, r, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, r, http.StatusOK, doc)
+	})
+}
+
+// controllerStatus registers a controller node's /status (the node on
+// addr).
+func (m *metricsServer) controllerStatus(addr string, boot time.Time) {
+	if m == nil {
+		return
+	}
+	m.mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
+		defer cancel()
+		doc, err := askController(ctx, addr, boot)
+		if err != nil {
+			writeJSON(w, r, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, r, http.StatusOK, doc)
+	})
+}
+
+func askNamesrv(ctx context.Context, addr string, boot time.Time) (*namesrvStatusDoc, error) {
+	a, err := client.NewAdmin("", client.WithNameServer(addr), client.WithTimeout(statusTimeout),
+		client.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, fmt.Errorf("name server %s: %w", addr, err)
+	}
+	defer a.Close()
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("name server %s: cluster info: %w", addr, err)
+	}
+	topics, err := a.NameServerTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("name server %s: %w", addr, err)
+	}
+	now := time.Now()
+	doc := &namesrvStatusDoc{TimestampMs: now.UnixMilli(), ListenAddr: addr, UptimeMs: now.Sub(boot).Milliseconds(),
+		Brokers: make([]namesrvBrokerDoc, 0, len(ci.Brokers)), BrokerCount: len(ci.Brokers), TopicCount: len(topics)}
+	for _, b := range ci.Brokers {
+		doc.Brokers = append(doc.Brokers, namesrvBrokerDoc{ClusterName: b.ClusterName, BrokerName: b.BrokerName, BrokerID: b.BrokerID,
+			BrokerAddr: b.BrokerAddr, HAServerAddr: b.HAServerAddr, BrokerRole: b.BrokerRole, Alive: b.Alive,
+			LiveSinceMs: b.LiveSinceMs, LastHeartbeatMs: b.LastHeartbeatMs, LeaseMillis: b.LeaseMillis, Topics: b.Topics})
+		if b.Alive {
+			doc.AliveBrokerCount++
+		}
+	}
+	return doc, nil
+}
+
+func askController(ctx context.Context, addr string, boot time.Time) (*controllerStatusDoc, error) {
+	addr = dialable(addr)
+	nodes, err := client.ControllerNodes(ctx, addr, client.WithTimeout(statusTimeout), client.WithLogger(slog.New(slog.DiscardHandler)))
+	if err == nil && len(nodes) == 1 {
+		err = nodes[0].Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("controller %s: %w", addr, err)
+	}
+	n := nodes[0]
+	now := time.Now()
+	doc := &controllerStatusDoc{TimestampMs: now.UnixMilli(), ListenAddr: addr, UptimeMs: now.Sub(boot).Milliseconds(),
+		IsLeader: n.IsLeader, LeaderAddr: n.LeaderAddr, Term: n.Term, Groups: make([]controllerGroupDoc, 0, len(n.Groups))}
+	for _, g := range n.Groups {
+		gd := controllerGroupDoc{ClusterName: g.ClusterName, BrokerName: g.BrokerName, MasterID: g.MasterID, MasterAddr: g.MasterAddr,
+			MasterEpoch: g.MasterEpoch, SyncStateSet: g.SyncStateSet, SyncStateSetEpoch: g.SyncStateSetEpoch,
+			Replicas: make([]controllerRepl, 0, len(g.Replicas))}
+		if gd.SyncStateSet == nil {
+			gd.SyncStateSet = []int64{}
+		}
+		for _, r := range g.Replicas {
+			gd.Replicas = append(gd.Replicas, controllerRepl{BrokerID: r.BrokerID, BrokerAddr: r.BrokerAddr, Alive: r.Alive})
+		}
+		doc.Groups = append(doc.Groups, gd)
+	}
+	return doc, nil
+}
+
+// dialable is addr with an unspecified host (0.0.0.0, ::, "") as
+// loopback: where this process reaches its own listener.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
