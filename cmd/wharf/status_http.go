@@ -186,7 +186,7 @@ type controllerStatusDoc struct {
 type controllerGroupDoc struct {
 	ClusterName       string           `json:"clusterName"`
 	BrokerName        string           `json:"brokerName"`
-	MasterID          int64            `json:"masterId"` // -1: no master
+	MasterID          int64            `json:"masterId"` // 0: no master (protocol.NoBroker)
 	MasterAddr        string           `json:"masterAddr"`
 	MasterEpoch       int32            `json:"masterEpoch"`
 	SyncStateSet      []int64          `json:"syncStateSet"`
