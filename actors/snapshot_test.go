@@ -159,4 +159,7 @@ func TestSnapshotSeam(t *testing.T) {
 	if _, ok := s.MailboxDepths["writer"]; !ok || s.CommitLog.MaxOffset == 0 {
 		t.Errorf("mailboxes %v, log %+v", s.MailboxDepths, s.CommitLog)
 	}
+	if seg := testStoreConfig().MappedFileSizeCommitLog; s.CommitLog.DiskBytes != seg {
+		t.Errorf("disk bytes %d, want one segment of %d", s.CommitLog.DiskBytes, seg)
+	}
 }
