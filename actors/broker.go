@@ -40,6 +40,7 @@ type Broker struct {
 	reg    *regMemo // nil: no name server
 
 	strategy actor.SupervisorStrategy
+	depths   *mailboxDepths // nil: metrics off, mailboxes not counted
 	bootTime time.Time
 	stopOnce sync.Once
 }
@@ -62,6 +63,9 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 	limits.RawProperties = true
 	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger, p: &pids{}, v: newViews(), stats: &stats{}}
 	b.v.publishRole(b.startRole())
+	if env.Metrics != nil {
+		b.depths = newMailboxDepths()
+	}
 	return b
 }
 
@@ -110,7 +114,7 @@ func (b *Broker) Start() error {
 			return nil
 		}
 		var pid *actor.PID
-		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.props...), name)
+		pid, err = b.sys.Root.SpawnNamed(actor.PropsFromProducer(producer, b.withMailbox(b.props, name)...), name)
 		return pid
 	}
 	// The registrar before the topic manager, so that each table the
@@ -124,7 +128,7 @@ func (b *Broker) Start() error {
 	b.p.offsets = spawn("offsets", func() actor.Actor { return newOffsetManager(b.k, b.v, b.store, b.cfg.FlushConsumerOffsetInterval) })
 	b.p.index = spawn("index", func() actor.Actor { return newIndexActor(b.k, b.store, b.cfg.MaxPullBytes) })
 	b.p.groups = spawn("groups", func() actor.Actor {
-		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps}
+		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps("groups")}
 	})
 	held := b.store.CommitLog().MaxOffset() // before the writer exists: nothing of a role yet
 	b.p.reput = spawn("reput", func() actor.Actor {
@@ -139,13 +143,22 @@ func (b *Broker) Start() error {
 	b.p.durability = spawn("durability", func() actor.Actor { return newDurabilityActor(b.k, b.p, b.v, b.store, b.cfg) })
 	b.p.writer = spawn("writer", func() actor.Actor { return newWriterActor(wd, b.v.currentRole()) })
 	b.p.role = spawn("role", func() actor.Actor {
-		return &roleActor{k: b.k, p: b.p, v: b.v, cur: start, scheduler: b.childProps(b.newScheduler)}
+		return &roleActor{k: b.k, p: b.p, v: b.v, cur: start, scheduler: b.childProps("scheduler")(b.newScheduler)}
 	})
+	if b.depths != nil {
+		// The snapshot the gauges and the status endpoints read
+		// (snapshot.go): taken only when someone reads it.
+		b.p.snapshot = spawn("snapshot", b.newSnapshot)
+	}
 	if err != nil {
 		return fmt.Errorf("actors: spawn: %w", err)
 	}
 	// Last: it asks the role supervisor and the durability actor.
 	return b.startController(spawn)
+}
+
+func (b *Broker) newSnapshot() actor.Actor {
+	return &snapshotActor{k: b.k, p: b.p, v: b.v, store: b.store, stats: b.stats, cfg: b.cfg, boot: b.bootTime, depths: b.depths}
 }
 
 // newScheduler makes the delay scheduler (a master's: the role
@@ -163,19 +176,30 @@ func (b *Broker) HAHandler() Handler {
 // isSlave reports the broker's current role.
 func (b *Broker) isSlave() bool { return b.v.currentRole().slave() }
 
-// childProps are the props of actors spawned by other actors.
-func (b *Broker) childProps(producer func() actor.Actor) *actor.Props {
+// childProps makes the props of actors of kind spawned by other actors.
+func (b *Broker) childProps(kind string) func(producer func() actor.Actor) *actor.Props {
 	opts := []actor.PropsOption{actor.WithSupervisor(b.strategy)}
 	if b.env.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(b.env.Dispatcher))
 	}
-	return actor.PropsFromProducer(producer, opts...)
+	opts = b.withMailbox(opts, kind)
+	return func(producer func() actor.Actor) *actor.Props { return actor.PropsFromProducer(producer, opts...) }
+}
+
+// withMailbox adds to opts a mailbox that counts kind's depth, if
+// mailboxes are counted (metrics on); the default mailbox otherwise.
+func (b *Broker) withMailbox(opts []actor.PropsOption, kind string) []actor.PropsOption {
+	mw := b.depths.middleware(kind)
+	if mw == nil {
+		return opts
+	}
+	return append(opts[:len(opts):len(opts)], actor.WithMailbox(actor.Unbounded(mw)))
 }
 
 // queueProps are the props of queue k's DispatchActor.
 func (b *Broker) queueProps(k storage.QueueKey) *actor.Props {
 	cfg := b.pullConfig()
-	return b.childProps(func() actor.Actor { return newDispatchActor(b.k, b.store, b.p, b.v, k, cfg, &b.stats.msgGetTotal) })
+	return b.childProps("dispatch")(func() actor.Actor { return newDispatchActor(b.k, b.store, b.p, b.v, k, cfg, &b.stats.msgGetTotal) })
 }
 
 // Stop drains the actors in dependency order (writes first, then flush,
@@ -195,7 +219,7 @@ func (b *Broker) stop(poison func(pid *actor.PID)) error {
 	b.stopOnce.Do(func() {
 		// The role supervisor first: it stops the scheduler, its child.
 		// The registrar first: it unregisters while the broker still serves.
-		for _, pid := range []*actor.PID{b.p.registrar, b.p.ctl, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
+		for _, pid := range []*actor.PID{b.p.snapshot, b.p.registrar, b.p.ctl, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
 			if pid != nil {
 				poison(pid)
 			}

@@ -235,6 +235,7 @@ func (a *ctlClientActor) drain(ctx actor.Context, now time.Time) {
 	rd := a.core.Ready()
 	if rd.Role != nil {
 		a.master = rd.Role.Master
+		a.v.ctlID.Store(rd.Role.BrokerID) // for the snapshot's SyncStateSet
 		a.k.log.Info("the controller assigns a role", "master", rd.Role.Master, "masterAddr", rd.Role.MasterAddr,
 			"brokerId", rd.Role.BrokerID, "epoch", rd.Role.Epoch)
 		ctx.Send(a.p.role, &ctlRole{r: *rd.Role})

@@ -65,6 +65,10 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 		d.pull(ctx, m)
 	case *scheduleScan:
 		d.scheduleScan(ctx, m)
+	case *ageQuery:
+		if ms, ok := d.storeTime(m.offset); ok {
+			ctx.Send(m.replyTo, &ageReply{group: m.group, key: d.key, storeMs: ms})
+		}
 	case *pullTick:
 		d.ready(ctx, d.q.Tick(d.k.now()))
 	case *flushBarrier:
@@ -89,6 +93,20 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		d.ready(ctx, d.q.Stop())
 	}
+}
+
+// storeTime is when the message at queue offset off was stored (the
+// snapshot's consumer lag in time); false if there is none.
+func (d *dispatchActor) storeTime(off int64) (int64, bool) {
+	e, err := d.store.QueueEntry(d.key, off)
+	if err != nil || !e.Valid() {
+		return 0, false
+	}
+	rec, err := d.store.CommitLog().ReadRecord(e.Offset, e.Size, false)
+	if err != nil {
+		return 0, false
+	}
+	return rec.StoreTimestamp, true
 }
 
 func (d *dispatchActor) pull(ctx actor.Context, m *pullMsg) {

@@ -43,8 +43,12 @@ type memberAssign struct {
 // memberLeave removes a member at once.
 type memberLeave struct{ clientID string }
 
-// groupDescribe asks a coordinator for its state.
-type groupDescribe struct{ *request }
+// groupDescribe asks a coordinator for its state: for request, or, if
+// replyTo is set, for the snapshot actor (snapshot.go).
+type groupDescribe struct {
+	*request
+	replyTo *actor.PID
+}
 
 // groupChanged keeps the router's summary of a group current.
 type groupChanged struct{ sum groupSummary }
@@ -58,8 +62,9 @@ type groupSummary struct {
 // with committed offsets and lag, and answer the client.
 type fillOffsets struct {
 	*request
-	desc *protocol.ConsumerGroupDescription
-	list []groupSummary
+	desc    *protocol.ConsumerGroupDescription
+	list    []groupSummary
+	replyTo *actor.PID // set: desc goes there as a groupSnap, not to a client
 }
 
 type groupTick struct{}
@@ -104,6 +109,8 @@ func (r *groupRouter) Receive(ctx actor.Context) {
 			sort.Slice(agg.resp.Assignments, func(i, j int) bool { return agg.resp.Assignments[i].Group < agg.resp.Assignments[j].Group })
 			r.k.respond(agg.request, protocol.StatusOK, "", &agg.resp)
 		}
+	case *snapGroups:
+		r.snapshot(ctx, m)
 	case *groupChanged:
 		if m.sum.Members == 0 {
 			delete(r.sums, m.sum.Group)
@@ -111,6 +118,20 @@ func (r *groupRouter) Receive(ctx actor.Context) {
 			r.sums[m.sum.Group] = m.sum
 		}
 	}
+}
+
+// snapshot has every coordinator describe its group to the snapshot
+// actor, and tells it which groups there are.
+func (r *groupRouter) snapshot(ctx actor.Context, m *snapGroups) {
+	names := make([]string, 0, len(r.groups))
+	for name := range r.groups {
+		names = append(names, name)
+	}
+	sort.Strings(names) // a deterministic order for the simulator
+	for _, name := range names {
+		ctx.Send(r.groups[name], &groupDescribe{replyTo: m.replyTo})
+	}
+	ctx.Send(m.replyTo, &groupNames{names: names})
 }
 
 func (r *groupRouter) group(ctx actor.Context, name string) *actor.PID {
@@ -218,7 +239,7 @@ func (g *coordinator) Receive(ctx actor.Context) {
 		g.run(ctx, r)
 		g.arm(ctx, now, r)
 	case *groupDescribe:
-		ctx.Send(g.p.offsets, &fillOffsets{request: m.request, desc: g.c.Describe()})
+		ctx.Send(g.p.offsets, &fillOffsets{request: m.request, desc: g.c.Describe(), replyTo: m.replyTo})
 	}
 }
 

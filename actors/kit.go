@@ -33,6 +33,7 @@ type pids struct {
 	role, writer, durability, reput, index, topics, offsets, groups, scheduler *actor.PID
 	registrar                                                                  *actor.PID // nil: no name server
 	ctl                                                                        *actor.PID // nil: not in controller mode
+	snapshot                                                                   *actor.PID // nil: metrics off
 }
 
 func (k *kit) now() time.Time { return k.clock.Now() }

@@ -29,6 +29,11 @@ type Metrics interface {
 	// pulls held, by delta.
 	Connections(delta int)
 	LongPolls(delta int)
+	// Snapshot: the broker's state once a SnapshotInterval (snapshot.go),
+	// where the gauges come from (flush and dispatch behind, disk usage,
+	// consumer lag, replication, mailbox depths). s is shared with the
+	// status endpoints: read it, keep it if need be, never modify it.
+	Snapshot(s *BrokerSnapshot)
 }
 
 // noMetrics is the seam's default: every call returns at once.
@@ -40,6 +45,7 @@ func (noMetrics) Pulled(string, int, int64)                             {}
 func (noMetrics) Fsync(time.Duration, int64, int64)                     {}
 func (noMetrics) Connections(int)                                       {}
 func (noMetrics) LongPolls(int)                                         {}
+func (noMetrics) Snapshot(*BrokerSnapshot)                              {}
 
 // metricsOf is env's seam with the no-op in place of nil, and whether
 // latencies are wanted (a real implementation: then the shells read the

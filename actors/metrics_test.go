@@ -17,6 +17,7 @@ type recorder struct {
 	pulledMsgs              map[string]int64
 	fsyncs                  int
 	fsyncBytes, logBytes    int64
+	snaps                   []*BrokerSnapshot
 }
 
 func newRecorder() *recorder {
@@ -49,6 +50,21 @@ func (r *recorder) Fsync(_ time.Duration, bytes, logBytes int64) {
 	r.fsyncs++
 	r.fsyncBytes += bytes
 	r.logBytes = logBytes
+}
+
+func (r *recorder) Snapshot(s *BrokerSnapshot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.snaps = append(r.snaps, s)
+}
+
+func (r *recorder) last() *BrokerSnapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.snaps) == 0 {
+		return nil
+	}
+	return r.snaps[len(r.snaps)-1]
 }
 
 func (r *recorder) Connections(int) {}

@@ -126,6 +126,10 @@ func (o *offsetManager) fill(m *fillOffsets) {
 			gq.CommittedOffset = committed(m.desc.Group, protocol.QueueRef{Topic: gq.Topic, QueueID: gq.QueueID})
 			gq.Lag = max - max64(gq.CommittedOffset, 0)
 		}
+		if m.replyTo != nil {
+			o.k.send(m.replyTo, &groupSnap{desc: m.desc})
+			return
+		}
 		o.k.respond(m.request, protocol.StatusOK, "", m.desc)
 		return
 	}

@@ -45,6 +45,13 @@ type views struct {
 	// for the controller heartbeat. Published by the durability actor on a
 	// master, by the writer on a slave.
 	confirm atomic.Int64
+	// ctlID is the brokerId the controllers assigned (controller mode; a
+	// master is brokerId 0 to clients but this in the SyncStateSet),
+	// published by the controller client.
+	ctlID atomic.Int64
+	// snapshot is the latest BrokerSnapshot, published by the snapshot
+	// actor (snapshot.go) for Broker.Snapshot.
+	snapshot atomic.Pointer[BrokerSnapshot]
 }
 
 // fence is the controller client's word on sends: refused with why, or,

@@ -70,6 +70,9 @@ type Stats struct {
 	MalformedFrame uint64 // connections closed for a malformed or oversized frame
 	DroppedWrites  uint64 // frames dropped because their connection was closed or shed
 	DirectWrites   uint64 // answers written by the answering goroutine, bypassing the loop
+	// OutboundQueued: bytes written to open connections and not yet handed
+	// to gnet's outbound buffer (what the outbound limit is held against).
+	OutboundQueued int64
 }
 
 type counters struct {
@@ -263,7 +266,18 @@ func (s *Server) Stats() Stats {
 		MalformedFrame: c.malformed.Load(),
 		DroppedWrites:  c.droppedWrites.Load(),
 		DirectWrites:   c.directWrites.Load(),
+		OutboundQueued: s.outboundQueued(),
 	}
+}
+
+func (s *Server) outboundQueued() int64 {
+	var n int64
+	s.connsMu.Lock()
+	for _, c := range s.conns {
+		n += c.pending.Load()
+	}
+	s.connsMu.Unlock()
+	return n
 }
 
 // engineHandler holds gnet's callbacks, kept off Server's exported surface.

@@ -192,6 +192,17 @@ func (c *CommitLog) MaxOffset() int64 { return c.maxOffset.Load() }
 // FlushedOffset is the offset below which every byte is durable.
 func (c *CommitLog) FlushedOffset() int64 { return c.flushed.Load() }
 
+// DiskBytes is the size of the segment files on disk (each is
+// preallocated to its full size): what the log takes of the disk, beside
+// MaxOffset - MinOffset, what it holds. Safe from any goroutine.
+func (c *CommitLog) DiskBytes() int64 {
+	var n int64
+	for _, s := range c.segments() {
+		n += int64(len(s.data))
+	}
+	return n
+}
+
 // SegmentSize is the size of every segment.
 func (c *CommitLog) SegmentSize() int64 { return c.segSize }
 

@@ -158,6 +158,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 	bm := metrics.NewBroker(reg)
 	ms := startMetrics(c.MetricsHost, c.EffectiveMetricsPort(), reg, log)
 	defer ms.stop()
+	ms.brokerStatus(bm)
 	for {
 		again, err := runBrokerOnce(ctx, c, log, ms.seam(bm), ms)
 		if err != nil || !again {
@@ -221,6 +222,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 		b.Stop()
 		return false, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	ms.serveBroker(b, srv)
 	ms.setReady(true)
 	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
 		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
@@ -240,6 +242,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 		again = waitForStopOr(ctx, log, restart)
 	}
 	ms.setReady(false)
+	ms.serveBroker(nil, nil)
 	return again, stopBroker(srv, ha, b, log)
 }
 

@@ -187,6 +187,7 @@ func runController(ctx context.Context, c controllerConfig, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	stop, err := startController(c, log)
 	if err != nil {
 		return err
@@ -195,6 +196,7 @@ func runController(ctx context.Context, c controllerConfig, log *slog.Logger) er
 	own, _ := strconv.Atoi(port)
 	ms := startMetrics(c.MetricsHost, metricsPortOf(c.MetricsPort, own), metrics.NewRegistry(), log)
 	defer ms.stop()
+	ms.controllerStatus(listen, started)
 	ms.setReady(true)
 	waitForStop(ctx, log)
 	ms.setReady(false)

@@ -22,7 +22,11 @@ import (
 // valid and does nothing.
 type metricsServer struct {
 	srv   *http.Server
+	mux   *http.ServeMux
 	ready atomic.Bool
+	// broker is what the status endpoints read (status_http.go): the
+	// running broker and its client listener, nil between two runs.
+	broker atomic.Pointer[statusSource]
 }
 
 // startMetrics serves reg on host:port; port 0 is off. A port that cannot
@@ -38,8 +42,9 @@ func startMetrics(host string, port int, reg *prometheus.Registry, log *slog.Log
 		log.Error("metrics server not started: the daemon runs without /metrics and /healthz", "addr", addr, "err", err)
 		return nil
 	}
-	m := &metricsServer{}
-	m.srv = &http.Server{Handler: metrics.Handler(reg, m.ready.Load), ReadHeaderTimeout: 10 * time.Second}
+	m := &metricsServer{mux: http.NewServeMux()}
+	m.mux.Handle("/", metrics.Handler(reg, m.ready.Load))
+	m.srv = &http.Server{Handler: m.mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "addr", addr, "err", err)

@@ -92,6 +92,7 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 	if c.BrokerNotActiveTimeoutMillis <= 0 {
 		return fmt.Errorf("--brokerNotActiveTimeoutMillis %d: want > 0", c.BrokerNotActiveTimeoutMillis)
 	}
+	started := time.Now()
 	limits := protocol.DefaultLimits()
 	limits.MaxFrameSize = c.MaxFrameSize
 	env := actors.Env{Clock: wallClock{}, Logger: log, RunIO: func(fn func()) { go fn() },
@@ -112,6 +113,7 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 	}
 	log.Info("name server started", "listen", srv.Addr(), "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
 	stopController := func() error { return nil }
+	ctlListen := "" // the embedded controller's address, for /status
 	if c.EnableControllerInNamesrv {
 		cc := c.Controller
 		cc.StorePathRootDir, cc.ServerChannelMaxIdleTimeSeconds, cc.MaxFrameSize = c.StorePathRootDir, c.ServerChannelMaxIdleTimeSeconds, c.MaxFrameSize
@@ -127,10 +129,12 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 			return fmt.Errorf("the embedded controller: %w", err)
 		}
 		stopController = stop
+		_, ctlListen, _ = controllerNodeConfig(cc)
 	}
 
 	ms := startMetrics(c.MetricsHost, metricsPortOf(c.MetricsPort, c.ListenPort), metrics.NewRegistry(), log)
 	defer ms.stop()
+	ms.namesrvStatus(srv.Addr(), ctlListen, started)
 	ms.setReady(true)
 	waitForStop(ctx, log)
 	ms.setReady(false)

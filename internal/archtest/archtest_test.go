@@ -96,7 +96,7 @@ var layers = map[string]layer{
 	"internal/jepsen":   {imports: []string{std}},
 	"internal/faultnet": {imports: []string{std}, tests: []string{mod("internal/testwait")}},
 	// The daemons' Prometheus side of the actors' Metrics seam.
-	"internal/metrics": {imports: []string{std, mod("protocol"), promclient}},
+	"internal/metrics": {imports: []string{std, mod("actors"), mod("protocol"), promclient}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), mod("internal/benchreport"), hdrhist},
 		tests: []string{mod("internal/brokertest")}},

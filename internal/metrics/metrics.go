@@ -30,12 +30,14 @@ type Broker struct {
 	send, pull, requests               *prometheus.HistogramVec
 	fsync, fsyncBytes                  prometheus.Histogram
 	logBytes, conns, longPolls         prometheus.Gauge
+	*gauges
+	reg prometheus.Registerer
 }
 
 // NewBroker registers a broker's instruments on reg.
 func NewBroker(reg prometheus.Registerer) *Broker {
 	f := factory{reg}
-	return &Broker{
+	return &Broker{reg: reg, gauges: newGauges(f),
 		msgsIn:   f.counter("wharf_messages_in_total", "Messages stored, by topic.", "topic"),
 		bytesIn:  f.counter("wharf_bytes_in_total", "Message body bytes stored, by topic.", "topic"),
 		msgsOut:  f.counter("wharf_messages_out_total", "Messages returned by pulls, by topic.", "topic"),

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -108,6 +110,10 @@ func TestPromlint(t *testing.T) {
 	b.Request(protocol.CodePullMessage, protocol.StatusOK, time.Millisecond)
 	b.Request(protocol.CodeHeartbeat, protocol.StatusOK, time.Millisecond)
 	b.Fsync(time.Millisecond, 1, 1)
+	b.Snapshot(&actors.BrokerSnapshot{MailboxDepths: map[string]int64{"writer": 1},
+		Groups:      []actors.GroupSnapshot{{Group: "g", Queues: []actors.GroupQueueLag{{Topic: "T", Lag: 1}}}},
+		Replication: actors.ReplicationSnapshot{Slaves: []actors.SlaveSnapshot{{BrokerID: 1}}}})
+	b.OutboundQueued(func() int64 { return 0 })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -151,5 +157,67 @@ func TestHandler(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics: %d, no %q", code, want)
 		}
+	}
+}
+
+// The gauges follow the snapshot: lag summed per (group, topic) in
+// messages, the oldest age in seconds, one series per slave; a group or
+// slave gone from the snapshot loses its series.
+func TestSnapshotGauges(t *testing.T) {
+	b := NewBroker(NewRegistry())
+	s := &actors.BrokerSnapshot{
+		CommitLog:     actors.LogSnapshot{FlushBehindBytes: 10, DispatchBehindBytes: 20, DiskBytes: 1 << 30},
+		MailboxDepths: map[string]int64{"writer": 3, "dispatch": 0},
+		Groups: []actors.GroupSnapshot{{Group: "g", Queues: []actors.GroupQueueLag{
+			{Topic: "T", QueueID: 0, Lag: 5, LagMs: 1500},
+			{Topic: "T", QueueID: 1, Lag: 2, LagMs: 4000},
+			{Topic: "U", QueueID: 0, Lag: 0},
+		}}, {Group: "h", Queues: []actors.GroupQueueLag{{Topic: "T", Lag: 1, LagMs: 10}}}},
+		Replication: actors.ReplicationSnapshot{InSyncSlaves: 1, SyncStateSet: []int64{0, 1},
+			Slaves: []actors.SlaveSnapshot{{BrokerID: 1, LagBytes: 0}, {BrokerID: 2, LagBytes: 4096}}},
+	}
+	b.Snapshot(s)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"flush behind", testutil.ToFloat64(b.flushBehind), 10},
+		{"dispatch behind", testutil.ToFloat64(b.dispatchBehind), 20},
+		{"disk bytes", testutil.ToFloat64(b.diskBytes), 1 << 30},
+		{"lag g/T", testutil.ToFloat64(b.lagMsgs.WithLabelValues("g", "T")), 7},
+		{"lag g/U", testutil.ToFloat64(b.lagMsgs.WithLabelValues("g", "U")), 0},
+		{"lag seconds g/T", testutil.ToFloat64(b.lagSecs.WithLabelValues("g", "T")), 4},
+		{"lag h/T", testutil.ToFloat64(b.lagMsgs.WithLabelValues("h", "T")), 1},
+		{"slave 2", testutil.ToFloat64(b.replLag.WithLabelValues("2")), 4096},
+		{"sync state set", testutil.ToFloat64(b.syncSet), 2},
+		{"in sync", testutil.ToFloat64(b.inSync), 1},
+		{"writer mailbox", testutil.ToFloat64(b.mailbox.WithLabelValues("writer")), 3},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	s.Groups = s.Groups[:1]
+	s.Replication.Slaves = s.Replication.Slaves[:1]
+	b.Snapshot(s)
+	if n := testutil.CollectAndCount(b.lagMsgs); n != 2 {
+		t.Errorf("lag series after h left: %d, want 2", n)
+	}
+	if n := testutil.CollectAndCount(b.replLag); n != 1 {
+		t.Errorf("slave series after slave 2 left: %d, want 1", n)
+	}
+}
+
+// The lag series stop at maxLagSeries (group, topic) pairs, however many
+// groups clients make up.
+func TestLagSeriesBounded(t *testing.T) {
+	b := NewBroker(NewRegistry())
+	s := &actors.BrokerSnapshot{}
+	for i := 0; i < maxLagSeries+10; i++ {
+		s.Groups = append(s.Groups, actors.GroupSnapshot{Group: fmt.Sprint("g", i), Queues: []actors.GroupQueueLag{{Topic: "T", Lag: 1}}})
+	}
+	b.Snapshot(s)
+	if n := testutil.CollectAndCount(b.lagMsgs); n != maxLagSeries {
+		t.Errorf("lag series %d, want %d", n, maxLagSeries)
 	}
 }
