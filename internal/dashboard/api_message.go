@@ -47,11 +47,12 @@ func (s *Server) apiDeleteTopic(w http.ResponseWriter, r *http.Request) {
 		done = append(done, b.BrokerAddr)
 	}
 	// The routes go after the brokers' copies, or a broker's next
-	// registration would bring the topic back.
+	// registration would bring the topic back. A name server without the
+	// route (the broker had not registered the topic yet) is no failure.
 	if len(errs) == 0 {
 		if ns, err := s.pool.names(); err != nil {
 			errs = append(errs, err)
-		} else if err := ns.DeleteTopicInNameServers(ctx, topic, cluster); err != nil {
+		} else if err := ns.DeleteTopicInNameServers(ctx, topic, cluster); err != nil && !errors.Is(err, client.ErrTopicNotExist) {
 			errs = append(errs, err)
 		}
 	}
