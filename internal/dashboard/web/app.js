@@ -21,7 +21,7 @@ function el(tag, attrs, ...children) {
   }
   return e;
 }
-const SVG_TAGS = new Set(["polyline", "line", "text", "g", "rect"]);
+const SVG_TAGS = new Set(["polyline", "line", "text", "g", "rect", "circle"]);
 
 const num = (n) => el("td", { class: "num" }, n);
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
@@ -54,11 +54,14 @@ function renderCluster(c) {
   showError("cluster", c.error);
   if (c.error) return;
   tid("namesrv").textContent = `name server ${c.nameServer}`;
+  // The controller numbers a group's replicas its own way (the name server
+  // lists a master as id 0): match them by address.
   const ctl = {};
   for (const g of (c.controller && c.controller.groups) || []) ctl[g.group] = g;
   const rows = c.brokers.map((b) => {
     const g = ctl[b.group];
-    const inSync = g ? (g.syncStateSet.includes(b.id) ? "yes" : "no") : "";
+    const rep = g && g.replicas.find((r) => r.addr === b.addr);
+    const inSync = rep ? (g.syncStateSet.includes(rep.id) ? "yes" : "no") : "";
     return el("tr", { "data-testid": "broker-row", "data-addr": b.addr, "data-group": b.group },
       el("td", {}, b.group), num(b.id), el("td", {}, b.addr),
       el("td", { "data-testid": "broker-role" }, b.role),
@@ -101,11 +104,16 @@ function chart(testid, title, unit, lines) {
   }
   lines.forEach((l, i) => {
     const pts = l.values.filter(([, v]) => v >= 0).map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+    const color = COLORS[i % COLORS.length];
     svg.append(el("polyline", { "data-testid": "chart-line", "data-name": l.name, "data-points": pts.length,
-      points: pts.join(" "), fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.5 }));
+      points: pts.join(" "), fill: "none", stroke: color, "stroke-width": 1.5 }));
+    if (pts.length) { // the latest value as a dot: visible even as a single point
+      const [cx, cy] = pts[pts.length - 1].split(",");
+      svg.append(el("circle", { cx, cy, r: 2.5, fill: color }));
+    }
   });
-  const legend = el("div", { class: "legend" }, lines.map((l, i) =>
-    el("span", {}, el("i", { style: `background:${COLORS[i % COLORS.length]}` }), l.name)));
+  const swatch = (i) => el("svg", { width: 12, height: 4 }, el("rect", { width: 12, height: 4, fill: COLORS[i % COLORS.length] }));
+  const legend = el("div", { class: "legend" }, lines.map((l, i) => el("span", {}, swatch(i), " ", l.name)));
   return el("div", {}, el("div", {}, `${title} (${unit})`), svg, legend);
 }
 
