@@ -7,7 +7,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,4 +213,28 @@ func (p *dashPage) lookup(ids []string) {
 		return ms.length === 1 && ms[0].querySelector('[data-testid="message-body"]').textContent === "body-3";
 	})()`)
 	p.shot("lookup-id")
+}
+
+// brokerDown kills a slave with SIGKILL: the page shows it down, with
+// the error, and goes on showing the others.
+func (p *dashPage) brokerDown(devOut string) {
+	p.t.Helper()
+	m := regexp.MustCompile(`broker-\S+\s+slave of broker-b\s+(\S+)\s+pid (\d+)`).FindStringSubmatch(devOut)
+	if m == nil {
+		p.t.Fatalf("no slave of broker-b in:\n%s", devOut)
+	}
+	addr, pid := m[1], m[2]
+	n, _ := strconv.Atoi(pid)
+	if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	p.waitEval("the killed slave shown down, the others up", fmt.Sprintf(`(() => {
+		const rows = [...document.querySelectorAll('[data-testid="broker-row"]')];
+		const health = (r) => r.querySelector('[data-testid="broker-health"]');
+		const dead = rows.filter(r => r.dataset.addr === %q);
+		return rows.length === 4 && dead.length === 1 && health(dead[0]).textContent.startsWith("down") && health(dead[0]).title !== "" &&
+			rows.filter(r => health(r).textContent === "up").length === 3;
+	})()`, addr))
+	run(p.t, p.tab, 5*time.Second, chromedp.ScrollIntoView(chromedp.CSS(`#cluster`)))
+	p.shot("broker-down")
 }

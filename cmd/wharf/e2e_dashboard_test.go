@@ -93,13 +93,15 @@ func TestE2EDashboard(t *testing.T) {
 	tab := dashBrowser(t, chromium)
 	run(t, tab, 20*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`[data-testid="broker-row"]`)))
 	b := &dashPage{t: t, tab: tab, out: out}
-	b.waitEval("four brokers, all up", `[...document.querySelectorAll('[data-testid="broker-health"]')].filter(e => e.textContent === "up").length === 4`)
+	b.waitEval("four brokers, all up and in their SyncStateSets", `[...document.querySelectorAll('[data-testid="broker-row"]')].filter(r =>
+		r.querySelector('[data-testid="broker-health"]').textContent === "up" && r.querySelector('[data-testid="broker-insync"]').textContent === "yes").length === 4`)
 	b.shot("cluster")
 	b.checkOffsets(admin)
 	b.checkLag(admin)
 	b.checkCharts()
 	b.createTopic(admin)
 	b.lookup(ids)
+	b.brokerDown(stdout.String())
 }
 
 // dashFill creates the topic, sends dashSends messages with keys and

@@ -67,7 +67,7 @@ function renderCluster(c) {
       el("td", { "data-testid": "broker-role" }, b.role),
       el("td", { "data-testid": "broker-health", class: `health-${b.health}`, title: b.error || "" },
         b.health + (b.registered ? "" : " (lease expired)")),
-      num(g ? g.masterEpoch : ""), el("td", {}, inSync), el("td", {}, b.version || ""),
+      num(g ? g.masterEpoch : ""), el("td", { "data-testid": "broker-insync" }, inSync), el("td", {}, b.version || ""),
       num(b.connections), num(`${(b.diskUsedRatio * 100).toFixed(1)} %`),
       el("td", { class: "num", "data-testid": "broker-put" }, fmtInt(b.msgPutTotal)), num(fmtInt(b.msgGetTotal)),
       el("td", {}, ago(b.lastHeartbeatMs)));
