@@ -12,15 +12,15 @@ import (
 	"github.com/wharfmq/wharf/protocol"
 )
 
-// pool keeps one Admin per broker address and one for the name servers,
-// dialled on first use and dropped after an error, so that a broker that
-// comes back is dialled afresh rather than asked on a dead connection.
+// pool keeps one Admin per broker address and one for the name servers
+// (key ""), dialled on first use and dropped after an error, so that a
+// broker that comes back is dialled afresh rather than asked on a dead
+// connection.
 type pool struct {
 	ns      string
 	timeout time.Duration
 	mu      sync.Mutex
-	nsAdmin *client.Admin
-	brokers map[string]*client.Admin
+	brokers map[string]*client.Admin // by address; "" the name servers'
 }
 
 func newPool(ns string, timeout time.Duration) *pool {
@@ -34,31 +34,47 @@ func (p *pool) options() []client.Option {
 
 // names returns the name servers' Admin.
 func (p *pool) names() (*client.Admin, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.nsAdmin != nil {
-		return p.nsAdmin, nil
-	}
-	a, err := client.NewAdmin("", append(p.options(), client.WithNameServer(p.ns))...)
-	if err != nil {
-		return nil, fmt.Errorf("name server %s: %w", p.ns, err)
-	}
-	p.nsAdmin = a
-	return a, nil
+	return p.get("", func() (*client.Admin, error) {
+		a, err := client.NewAdmin("", append(p.options(), client.WithNameServer(p.ns))...)
+		if err != nil {
+			return nil, fmt.Errorf("name server %s: %w", p.ns, err)
+		}
+		return a, nil
+	})
 }
 
 // broker returns addr's Admin.
 func (p *pool) broker(addr string) (*client.Admin, error) {
+	return p.get(addr, func() (*client.Admin, error) {
+		a, err := client.NewAdmin(addr, p.options()...)
+		if err != nil {
+			return nil, fmt.Errorf("broker %s: %w", addr, err)
+		}
+		return a, nil
+	})
+}
+
+// get returns the Admin of key ("" for the name servers), dialling it
+// with dial outside the lock: a broker that does not answer costs its own
+// callers the dial timeout, not everyone's.
+func (p *pool) get(key string, dial func() (*client.Admin, error)) (*client.Admin, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if a := p.brokers[addr]; a != nil {
+	a := p.brokers[key]
+	p.mu.Unlock()
+	if a != nil {
 		return a, nil
 	}
-	a, err := client.NewAdmin(addr, p.options()...)
+	a, err := dial()
 	if err != nil {
-		return nil, fmt.Errorf("broker %s: %w", addr, err)
+		return nil, err
 	}
-	p.brokers[addr] = a
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur := p.brokers[key]; cur != nil { // dialled meanwhile by another caller
+		a.Close()
+		return cur, nil
+	}
+	p.brokers[key] = a
 	return a, nil
 }
 
@@ -70,13 +86,6 @@ func (p *pool) failed(addr string, err error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if addr == "" {
-		if p.nsAdmin != nil {
-			p.nsAdmin.Close()
-			p.nsAdmin = nil
-		}
-		return
-	}
 	if a := p.brokers[addr]; a != nil {
 		a.Close()
 		delete(p.brokers, addr)
@@ -96,13 +105,9 @@ func connectionError(err error) bool {
 func (p *pool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.nsAdmin != nil {
-		p.nsAdmin.Close()
-		p.nsAdmin = nil
-	}
-	for addr, a := range p.brokers {
+	for key, a := range p.brokers {
 		a.Close()
-		delete(p.brokers, addr)
+		delete(p.brokers, key)
 	}
 }
 
