@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -168,7 +169,8 @@ func (p *dashPage) checkCharts() {
 }
 
 // createTopic fills the form, confirms, and finds the topic on every
-// master with the queues asked for.
+// master with the queues asked for; then deletes it with its button and
+// finds it on none.
 func (p *dashPage) createTopic(admin *client.Admin) {
 	p.t.Helper()
 	const topic = "e2e-dash-created"
@@ -189,6 +191,18 @@ func (p *dashPage) createTopic(admin *client.Admin) {
 	}
 	p.waitEval("the new topic listed", fmt.Sprintf(`document.querySelectorAll('[data-testid="queue-row"][data-topic=%q]').length === 6`, topic))
 	p.shot("created")
+
+	run(p.t, p.tab, 10*time.Second,
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-testid="topic-delete"][data-topic=%q]`, topic))),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-yes"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="confirm-yes"]`)))
+	p.waitEval("the page to say the topic was deleted", `document.querySelector('[data-testid="topic-action-status"]').textContent.startsWith("deleted `+topic+`")`)
+	for group, a := range dashMasters(p.t, admin) {
+		if _, err := a.GetTopic(context.Background(), topic); !errors.Is(err, client.ErrTopicNotExist) {
+			p.t.Errorf("%s's master after the delete: %v, want ErrTopicNotExist", group, err)
+		}
+	}
+	p.waitEval("the deleted topic gone from the page", fmt.Sprintf(`document.querySelectorAll('[data-testid="topic"][data-topic=%q]').length === 0`, topic))
 }
 
 // lookup finds a message by key and another by id and reads their bodies.

@@ -61,8 +61,9 @@ const (
 // headless chromium and checks what the page shows against the brokers'
 // own answers: every queue's max offset (GET_MAX_OFFSET), a group's lag
 // per queue (DESCRIBE_CONSUMER_GROUP), charts drawn as SVG with data; it
-// creates a topic through the form and finds it on every master, looks a
-// message up by key and by id and reads its body, and saves screenshots.
+// creates a topic through the form and finds it on every master, deletes
+// it with its button, looks a message up by key and by id and reads its
+// body, sees a killed slave shown down, and saves screenshots.
 func TestE2EDashboard(t *testing.T) {
 	chromium := dashboardBrowser(t)
 	out := dashboardOutput(t)
