@@ -68,8 +68,10 @@ function renderCluster(c) {
       el("td", { "data-testid": "broker-health", class: `health-${b.health}`, title: b.error || "" },
         b.health + (b.registered ? "" : " (lease expired)")),
       num(g ? g.masterEpoch : ""), el("td", { "data-testid": "broker-insync" }, inSync), el("td", {}, b.version || ""),
-      num(b.connections), num(`${(b.diskUsedRatio * 100).toFixed(1)} %`),
-      el("td", { class: "num", "data-testid": "broker-put" }, fmtInt(b.msgPutTotal)), num(fmtInt(b.msgGetTotal)),
+      ...(b.health === "up"
+        ? [num(b.connections), num(`${(b.diskUsedRatio * 100).toFixed(1)} %`),
+          el("td", { class: "num", "data-testid": "broker-put" }, fmtInt(b.msgPutTotal)), num(fmtInt(b.msgGetTotal))]
+        : [el("td", { colspan: 4, class: "health-down" }, b.error || "")]),
       el("td", {}, ago(b.lastHeartbeatMs)));
   });
   tid("cluster-table").querySelector("tbody").replaceChildren(...rows);
@@ -188,7 +190,9 @@ function renderReplication(r) {
     const rows = g.slaves.map((s) => el("tr", { "data-testid": "slave-row", "data-group": g.group, "data-addr": s.address },
       el("td", {}, `#${s.brokerId} ${s.address}`), num(s.ackedOffset), num(s.flushedOffset),
       el("td", { class: "num", "data-testid": "slave-lag" }, s.lagBytes), el("td", {}, s.inSync ? "in sync" : "behind")));
-    const own = g.slaveStatus.map((s) => el("li", {}, `#${s.id} ${s.addr} (${s.health}): ${s.haStatus || s.error || ""}, ${s.lagBytes} bytes behind the master's end it heard of`));
+    const own = g.slaveStatus.map((s) => el("li", {}, s.health === "up"
+      ? `#${s.id} ${s.addr}: ${s.haStatus}, ${s.lagBytes} bytes behind the master's end it heard of`
+      : `#${s.id} ${s.addr} (${s.health}): ${s.error || ""}`));
     return el("div", { "data-testid": "replication-group", "data-group": g.group },
       el("h3", {}, `${g.group}: `, el("small", { "data-testid": "sync-state-set" }, head)),
       el("p", {}, `log end ${fmtInt(g.masterMaxOffset)} bytes, replicated to ${fmtInt(g.replicatedOffset)}`),
