@@ -14,14 +14,14 @@ type counters struct {
 // point is one interval of a broker's chart: rates over the interval
 // between two samples, and the send latency of the sends in it.
 type point struct {
-	T          int64   `json:"t"`          // end of the interval, Unix ms
-	In         float64 `json:"in"`         // messages stored per second
-	Out        float64 `json:"out"`        // messages pulled per second
-	BytesIn    float64 `json:"bytesIn"`    // bytes stored per second
-	LatMeanMs  float64 `json:"latMeanMs"`  // mean send latency; -1: unknown
-	LatP99Ms   float64 `json:"latP99Ms"`   // p99 bound from the buckets; -1: unknown
-	Restarted  bool    `json:"restarted"`  // a counter went back: the broker restarted
-	LatSamples float64 `json:"latSamples"` // sends the latency figures cover
+	T          int64   `json:"t"`                    // end of the interval, Unix ms
+	In         float64 `json:"in"`                   // messages stored per second
+	Out        float64 `json:"out"`                  // messages pulled per second
+	BytesIn    float64 `json:"bytesIn"`              // bytes stored per second
+	LatMeanMs  float64 `json:"latMeanMs"`            // mean send latency; -1: unknown
+	LatP99Ms   float64 `json:"latP99Ms"`             // p99 bound from the buckets; -1: unknown
+	Restarted  bool    `json:"restarted,omitempty"`  // a counter went back: the broker restarted
+	LatSamples float64 `json:"latSamples,omitempty"` // sends the latency figures cover
 }
 
 // series is one broker's ring of points and its last sample.
