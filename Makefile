@@ -5,15 +5,23 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test run bench sim fuzz vet clean bench-compare jepsen bench-failover
+.PHONY: build test test-deps run bench sim fuzz vet clean bench-compare jepsen bench-failover
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
 
 # The CI gate: vet, then every test with the race detector off for speed on
 # 2 cores, with a short, meaningful slice of crash loops and simulator seeds.
-test: vet build
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+# WHARF_REQUIRE_BROWSER=1: the dashboard's browser test fails, rather than
+# skips, without chromium.
+test: test-deps vet build
+	WHARF_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 20m $(PKGS)
+
+# What the tests need beyond Go: Debian's chromium for the dashboard's
+# browser test (installed with apt-get when missing and root; fails clearly
+# otherwise).
+test-deps:
+	./scripts/test-setup.sh
 
 # A development cluster on loopback: a name server on 9876 and two broker
 # groups (master + slave each, the first master on 10911), data in ./data;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -38,11 +39,12 @@ type devConfig struct {
 	BrokerArgs     []string      // extra flags for every broker
 	StartTimeout   time.Duration // every broker registered within it, or fail
 	StopTimeout    time.Duration // after SIGTERM, then SIGKILL
+	DashboardPort  int           // the dashboard's port on 127.0.0.1; 0: none
 }
 
 func defaultDevConfig() devConfig {
 	return devConfig{Data: "./data", Controller: true, ControllerPort: 9878, MasterRole: "SYNC_MASTER", NamesrvPort: 9876, BrokerPort: 10911,
-		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second}
+		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second, DashboardPort: 8080}
 }
 
 // devDaemon is one child process of `wharf dev`.
@@ -115,7 +117,9 @@ makes one broker of each group its master and the other its slave, and when
 a master dies it makes the slave master: kill -9 one to watch the failover.
 With --controller=false the first broker of each group is its master (of
 --brokerRole) and nothing fails over. Every daemon is a child process of this
-one, its log lines prefixed with its name. Ctrl-C or SIGTERM stops them all.`,
+one, its log lines prefixed with its name. It serves the web dashboard (wharf
+dashboard) on 127.0.0.1:8080 too (--dashboardPort). Ctrl-C or SIGTERM stops
+them all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Controller && cmd.Flags().Changed("brokerRole") {
@@ -138,6 +142,7 @@ one, its log lines prefixed with its name. Ctrl-C or SIGTERM stops them all.`,
 	f.StringVar(&c.LogLevel, "log-level", c.LogLevel, "the daemons' log level: debug, info, warn, error")
 	f.StringArrayVar(&c.BrokerArgs, "broker-flag", nil, "an extra flag for every broker (repeatable): --broker-flag=--flushDiskType=SYNC_FLUSH")
 	f.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "fail unless every broker has registered with the name server within it")
+	f.IntVar(&c.DashboardPort, "dashboardPort", c.DashboardPort, "serve the web dashboard on 127.0.0.1:PORT (0: no dashboard)")
 	f.DurationVar(&c.StopTimeout, "stop-timeout", c.StopTimeout, "on stop, SIGKILL a daemon still running this long after SIGTERM")
 	root.AddCommand(cmd)
 }
@@ -159,6 +164,7 @@ type devRun struct {
 	mu       *sync.Mutex // one line at a time on err
 	children []*devChild
 	exited   chan *devChild
+	dash     *runningDashboard // nil without one
 }
 
 func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writer) error {
@@ -183,7 +189,8 @@ func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writ
 		}
 		return err
 	}
-	r.printConnect(plan[0].addr)
+	dashURL := r.startDashboard(plan[0].addr)
+	r.printConnect(plan[0].addr, dashURL)
 	for ctx.Err() == nil {
 		select {
 		case ch := <-r.exited:
@@ -195,8 +202,31 @@ func runDev(ctx context.Context, c devConfig, bin string, stdout, stderr io.Writ
 	// A second Ctrl-C ends this process at once; the daemons then get
 	// SIGTERM from the kernel (Pdeathsig).
 	stopSignals()
+	if r.dash != nil {
+		_ = r.dash.stop()
+	}
 	r.stopAll()
 	return nil
+}
+
+// startDashboard serves the dashboard in this process, if asked, and
+// returns its URL. A port taken is a warning: the cluster runs without it.
+func (r *devRun) startDashboard(ns string) string {
+	if r.cfg.DashboardPort == 0 {
+		return ""
+	}
+	c := dashboardConfig{Namesrv: ns, Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(r.cfg.DashboardPort)), MetricsOffset: 3}
+	if r.cfg.Controller {
+		c.ControllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.cfg.ControllerPort))
+	}
+	log := slog.New(slog.NewTextHandler(newDevLog("dashboard", r.err, r.mu), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := startDashboard(c, log)
+	if err != nil {
+		r.say("dev: no dashboard: %v (--dashboardPort picks another port, 0 none)", err)
+		return ""
+	}
+	r.dash = d
+	return d.url
 }
 
 // brokers are the children that are brokers.
@@ -362,7 +392,7 @@ func names(children []*devChild) []string {
 }
 
 // printConnect tells the user what runs and how to use it.
-func (r *devRun) printConnect(ns string) {
+func (r *devRun) printConnect(ns, dashURL string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nWharf dev cluster %s is up (Ctrl-C stops it):\n", devCluster)
 	for _, ch := range r.children {
@@ -371,6 +401,9 @@ func (r *devRun) printConnect(ns string) {
 			dir = "(no files)"
 		}
 		fmt.Fprintf(&b, "  %-11s %-19s %-16s pid %-8d %s\n", ch.name, ch.what, ch.addr, ch.cmd.Process.Pid, dir)
+	}
+	if dashURL != "" {
+		fmt.Fprintf(&b, "\nDashboard: %s\n", dashURL)
 	}
 	fmt.Fprintf(&b, "\nName server: %s. Try, in another terminal:\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf cluster list --namesrv %s\n", ns)

@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 	addControllerCommand(root)
 	addClusterCommands(root)
 	addDevCommand(root)
+	addDashboardCommand(root)
 	addSimCommand(root)
 	addBenchCommand(root)
 	return root

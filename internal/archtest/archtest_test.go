@@ -97,6 +97,9 @@ var layers = map[string]layer{
 	"internal/faultnet": {imports: []string{std}, tests: []string{mod("internal/testwait")}},
 	// The daemons' Prometheus side of the actors' Metrics seam.
 	"internal/metrics": {imports: []string{std, mod("actors"), mod("protocol"), promclient}},
+	// The web dashboard: the cluster seen through the client's Admin.
+	"internal/dashboard": {imports: []string{std, mod("client"), mod("protocol")},
+		tests: []string{mod("internal/brokertest"), mod("internal/testwait")}},
 	// The bench harness drives a broker binary through the client library.
 	"internal/benchrun": {imports: []string{std, mod("client"), mod("protocol"), mod("internal/benchreport"), hdrhist},
 		tests: []string{mod("internal/brokertest")}},
