@@ -75,7 +75,8 @@ var layers = map[string]layer{
 	// storage.DecodeRecord, the one owner of the record layout; and x/sys,
 	// for the direct socket write of netio/conn.go.
 	"netio": {imports: []string{std, mod("protocol"), mod("actors"), mod("storage"), gnet, xsys},
-		tests: []string{mod("internal/testwait")}},
+		// The remoting listener's tests speak raw frames to a real broker.
+		tests: []string{mod("internal/testwait"), mod("internal/brokertest")}},
 	// The client's tests run against a real broker in-process.
 	"client": {imports: []string{std, mod("protocol"), mod("rebalance")},
 		tests: []string{mod("internal/brokertest"), mod("internal/testwait")}},
