@@ -290,17 +290,15 @@ type heartbeatData struct {
 	ProducerDatas []struct {
 		GroupName string `json:"groupName"`
 	} `json:"producerDataSet"`
-	ConsumerDatas []struct {
-		GroupName     string `json:"groupName"`
-		MessageModel  string `json:"messageModel"`
-		Where         string `json:"consumeFromWhere"`
-		Subscriptions []struct {
-			Topic     string `json:"topic"`
-			SubString string `json:"subString"`
-		} `json:"subscriptionDataSet"`
-	} `json:"consumerDataSet"`
+	ConsumerDatas []json.RawMessage `json:"consumerDataSet"`
 }
 
+// heartbeatRequest keeps the client id and its producer groups. Its
+// consumer groups are not handed to Wharf's coordinator: RocketMQ's
+// clients allocate queues themselves and heartbeat every 30 s, far apart
+// for the coordinator's lease (three heartbeat intervals), so they would
+// join and leave a group at every beat, and take queues from the Wharf
+// members of a group of the same name without ever consuming them.
 func heartbeatRequest(body []byte) (protocol.Request, error) {
 	var h heartbeatData
 	if err := json.Unmarshal(body, &h); err != nil {
@@ -309,14 +307,6 @@ func heartbeatRequest(body []byte) (protocol.Request, error) {
 	r := &protocol.HeartbeatRequest{ClientID: h.ClientID}
 	for _, p := range h.ProducerDatas {
 		r.ProducerGroups = append(r.ProducerGroups, p.GroupName)
-	}
-	for _, c := range h.ConsumerDatas {
-		g := protocol.ConsumerGroupInfo{Group: c.GroupName, MessageModel: c.MessageModel,
-			ConsumeFromWhere: strings.TrimPrefix(c.Where, "CONSUME_FROM_")}
-		for _, s := range c.Subscriptions {
-			g.Subscriptions = append(g.Subscriptions, protocol.Subscription{Topic: s.Topic, Expression: s.SubString})
-		}
-		r.ConsumerGroups = append(r.ConsumerGroups, g)
 	}
 	return r, nil
 }
