@@ -174,6 +174,8 @@ func TestTranslatePullAndOffsets(t *testing.T) {
 			&protocol.UpdateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}}},
 		{remoting.UnregisterClient, map[string]string{"clientID": "c1", "consumerGroup": "cg"}, &protocol.UnregisterClientRequest{ClientID: "c1", Group: "cg"}},
 		{remoting.GetRouteInfoByTopic, map[string]string{"topic": "demo"}, &protocol.GetRouteInfoRequest{Topic: "demo"}},
+		{remoting.QueryMessage, map[string]string{"topic": "demo", "key": "k1", "maxNum": "32", "beginTimestamp": "1", "endTimestamp": "9"},
+			&protocol.QueryMessageRequest{Topic: "demo", Key: "k1", MaxNum: 32, BeginTimestamp: 1, EndTimestamp: 9}},
 	}
 	for _, c := range cases {
 		code, req, err := translateRequest(&remoting.Command{Code: c.code, ExtFields: c.ext}, protocol.Limits{})

@@ -78,6 +78,9 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits) (protocol.Code
 	case remoting.UpdateConsumerOffset:
 		req = &protocol.UpdateConsumerOffsetRequest{ConsumerGroup: e.str("consumerGroup"), Topic: e.str("topic"),
 			QueueID: e.i32("queueId"), CommitOffset: e.i64("commitOffset")}
+	case remoting.QueryMessage:
+		req = &protocol.QueryMessageRequest{Topic: e.str("topic"), Key: e.str("key"), MaxNum: e.i32("maxNum"),
+			BeginTimestamp: e.i64("beginTimestamp"), EndTimestamp: e.i64("endTimestamp")}
 	case remoting.GetMaxOffset:
 		req = &protocol.GetMaxOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
 	case remoting.GetMinOffset:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/netio"
 	"github.com/wharfmq/wharf/protocol/remoting"
 	"github.com/wharfmq/wharf/storage"
@@ -148,6 +149,17 @@ func TestRemotingBroker(t *testing.T) {
 	a = c.call(remoting.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "demo", "queueId": "1", "queueOffset": "99",
 		"maxMsgNums": "32", "sysFlag": "0"}, nil)
 	want(t, a, remoting.PullOffsetMoved, "PULL_MESSAGE past the end")
+
+	// By key, from the index: the records as the body.
+	// (The index follows the log on its own: wait for it.)
+	testwait.For(t, testwait.Wall, 5*time.Second, "QUERY_MESSAGE finds the message by key", func() bool {
+		a = c.call(remoting.QueryMessage, map[string]string{"topic": "demo", "key": "order-1", "maxNum": "32",
+			"beginTimestamp": "0", "endTimestamp": strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}, nil)
+		return a.Code == remoting.Success
+	})
+	if recs := splitRecords(t, a.Body); len(recs) != 1 || string(recs[0].Body) != "hello" {
+		t.Fatalf("QUERY_MESSAGE: %d records", len(recs))
+	}
 
 	offsets(t, c)
 	a = c.call(remoting.EndTransaction, map[string]string{"producerGroup": "pg"}, nil)
