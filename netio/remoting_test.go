@@ -161,6 +161,7 @@ func TestRemotingBroker(t *testing.T) {
 		t.Fatalf("QUERY_MESSAGE: %d records", len(recs))
 	}
 
+	longPoll(t, b.RemotingAddr(), c)
 	offsets(t, c)
 	a = c.call(remoting.EndTransaction, map[string]string{"producerGroup": "pg"}, nil)
 	want(t, a, remoting.RequestCodeNotSupported, "END_TRANSACTION")
@@ -279,4 +280,25 @@ func zlibbed(b []byte) []byte {
 	w.Write(b)
 	w.Close()
 	return buf.Bytes()
+}
+
+// longPoll: a pull with the suspend flag at the end of the queue is held,
+// and answered with the message sent meanwhile on another connection.
+func longPoll(t *testing.T, addr string, c *rmqConn) {
+	t.Helper()
+	op := c.send(remoting.SerializeJSON, remoting.PullMessage, 0, map[string]string{"consumerGroup": "cg", "topic": "demo",
+		"queueId": "0", "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "2", "suspendTimeoutMillis": "20000"}, nil)
+	c.c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.r.Peek(1); err == nil {
+		t.Fatal("a suspended pull of an empty queue was answered at once")
+	}
+	p := dialRemoting(t, addr)
+	want(t, p.call(remoting.SendMessage, map[string]string{"topic": "demo", "queueId": "0"}, []byte("wake")), remoting.Success, "send")
+	a, err := c.read()
+	if err != nil || a.Opaque != op || a.Code != remoting.Success {
+		t.Fatalf("held pull: %+v, %v", a, err)
+	}
+	if recs := splitRecords(t, a.Body); len(recs) != 1 || string(recs[0].Body) != "wake" {
+		t.Fatalf("held pull: %d records", len(recs))
+	}
 }
