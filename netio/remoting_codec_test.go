@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -282,4 +283,43 @@ func TestRouteBody(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("route body\n %s\nwant\n %s", b, want)
 	}
+}
+
+// FuzzRemotingDecode: whatever a peer sends, the listener's decode and
+// translation neither panic nor answer it with a request and an error at
+// once; what decodes re-encodes as an answer.
+func FuzzRemotingDecode(f *testing.F) {
+	for _, c := range []remoting.Command{
+		{Code: remoting.SendMessage, ExtFields: map[string]string{"topic": "t", "properties": "TAGS\x01a\x02", "sysFlag": "1"}, Body: zlibbed([]byte("x"))},
+		{Code: remoting.SendBatchMessage, ExtFields: map[string]string{"topic": "t"}, Body: batchBody(protocol.Message{Body: []byte("b")})},
+		{Code: remoting.PullMessage, ExtFields: map[string]string{"topic": "t", "sysFlag": "7", "commitOffset": "1"}},
+		{Code: remoting.HeartBeat, Body: []byte(`{"clientID":"c","producerDataSet":[{"groupName":"g"}]}`)},
+		{Code: remoting.GetRouteInfoByTopic, ExtFields: map[string]string{"topic": "t"}, Serialize: remoting.SerializeRocketMQ},
+	} {
+		b, err := remoting.Append(nil, &c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	var codec RemotingCodec
+	lim := protocol.Limits{MaxFrameSize: 1 << 16, MaxHeaderSize: 1 << 12, MaxMessageSize: 1 << 12}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := codec.split(b, lim)
+		if err != nil || n == 0 {
+			return
+		}
+		fr, err := codec.decode(b[:n], lim)
+		if err != nil {
+			return
+		}
+		if fr.Request != nil && fr.RequestErr != nil {
+			t.Fatalf("both a request and an error: %v", fr.RequestErr)
+		}
+		if !fr.IsResponse() && fr.Request == nil && fr.RequestErr == nil {
+			t.Fatal("a request frame with neither a request nor an error")
+		}
+		decodeAnswer(t, codec.AppendResponse(nil, &actors.Response{Code: fr.Code, Opaque: fr.Opaque,
+			Status: protocol.StatusOf(fr.RequestErr), Remark: fmt.Sprint(fr.RequestErr)}))
+	})
 }
