@@ -112,13 +112,13 @@ func waitListening(t *testing.T, addr string) {
 
 // cluster is a name server and one broker with their remoting ports on.
 type cluster struct {
-	nsAddr, nsRemoting, brokerAddr string
+	nsAddr, nsRemoting, brokerAddr, brokerRemoting string
 }
 
 func startCluster(t *testing.T) cluster {
 	t.Helper()
 	p := freePorts(t, 5) // namesrv, its remoting; broker, its HA, its remoting
-	c := cluster{nsAddr: addr(p[0]), nsRemoting: addr(p[1]), brokerAddr: addr(p[2])}
+	c := cluster{nsAddr: addr(p[0]), nsRemoting: addr(p[1]), brokerAddr: addr(p[2]), brokerRemoting: addr(p[4])}
 	daemon(t, "namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(p[0]),
 		"--remotingListenPort", strconv.Itoa(p[1]), "--metricsPort", "0")
 	waitListening(t, c.nsRemoting)

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -27,12 +29,27 @@ func TestGoProducerKinds(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	admin, err := client.NewAdmin(c.brokerAddr)
+	// RocketMQ's admin creates the topic (UPDATE_AND_CREATE_TOPIC on the
+	// broker's remoting port) and lists it from the name server's.
+	ra, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{c.nsRemoting})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	createTopic(ctx, t, admin, "kinds")
+	defer ra.Close()
+	if err := ra.CreateTopic(ctx, admin.WithTopicCreate("kinds"), admin.WithBrokerAddrCreate(c.brokerRemoting),
+		admin.WithReadQueueNums(2), admin.WithWriteQueueNums(2)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		l, err := ra.FetchAllTopicList(ctx)
+		if err == nil && slices.Contains(l.TopicList, "kinds") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the name server does not list the topic: %+v, %v", l, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	p, err := producer.NewDefaultProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{c.nsRemoting})),
 		producer.WithGroupName("kinds-pg"), producer.WithRetry(2), producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	if err != nil {
