@@ -56,8 +56,8 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // Split reports whether buf starts with a complete frame: its size with
 // the length word, or 0 if more bytes are needed. It fails as soon as the
-// bytes present prove the frame illegal (see the package doc), and never
-// allocates.
+// bytes present prove the frame illegal (see the package doc), and
+// allocates nothing but its error.
 func Split(buf []byte, lim Limits) (int, error) {
 	if len(buf) < 4 {
 		return 0, nil

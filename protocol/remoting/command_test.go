@@ -146,3 +146,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitAllocations: Split allocates nothing for a frame still
+// arriving, whatever it declares, and only its error's text for a hostile
+// length, refused from the length words.
+func TestSplitAllocations(t *testing.T) {
+	partial := []byte{0x00, 0xf0, 0x00, 0x00, 0, 0, 0, 2, '{', '}'} // 15 MiB declared, 10 bytes here
+	if n, err := Split(partial, Limits{}); n != 0 || err != nil {
+		t.Fatalf("Split of a partial frame = %d, %v", n, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = Split(partial, Limits{}) }); n != 0 {
+		t.Errorf("Split of a partial frame allocates %.0f times", n)
+	}
+	for _, b := range [][]byte{{0xff, 0xff, 0xff, 0xff}, {0x00, 0xff, 0xff, 0x00, 0, 0xff, 0xff, 0xff}} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = Split(b, Limits{}) }); n > 6 {
+			t.Errorf("Split(%x) allocates %.0f times", b, n)
+		}
+	}
+}

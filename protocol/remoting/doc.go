@@ -16,7 +16,7 @@
 // # Contract
 //
 //   - Split says whether a buffer starts with a complete frame, from the
-//     length words alone, and never allocates: a declared length above
+//     length words alone, and allocates nothing but an error: a declared length above
 //     Limits.MaxFrameSize or a header length above Limits.MaxHeaderSize or
 //     the frame is an error before any byte of the frame is buffered.
 //   - Decode parses one complete frame. It allocates nothing larger than
