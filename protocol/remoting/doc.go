@@ -16,9 +16,10 @@
 // # Contract
 //
 //   - Split says whether a buffer starts with a complete frame, from the
-//     length words alone, and allocates nothing but an error: a declared length above
-//     Limits.MaxFrameSize or a header length above Limits.MaxHeaderSize or
-//     the frame is an error before any byte of the frame is buffered.
+//     length words alone, and allocates nothing but an error: a declared
+//     length above Limits.MaxFrameSize or a header length above
+//     Limits.MaxHeaderSize or the frame is an error before any byte of the
+//     frame is buffered.
 //   - Decode parses one complete frame. It allocates nothing larger than
 //     the frame (the ext-field strings and the copy-free body slice), checks
 //     every length against the bytes left, and fails with an error wrapping
