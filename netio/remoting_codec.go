@@ -2,6 +2,7 @@ package netio
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,12 @@ import (
 // remoting responses. A pull's records become the response body as they
 // are, which is RocketMQ's pull body. Answers are written with a JSON
 // header, which every RocketMQ client reads.
-type RemotingCodec struct{}
+type RemotingCodec struct {
+	// StoreHost is the broker's store host, which its message ids name
+	// (VIEW_MESSAGE_BY_ID gives only the CommitLog offset). Zero on a
+	// name server.
+	StoreHost netip.AddrPort
+}
 
 var (
 	_ actors.Codec = RemotingCodec{}
@@ -69,7 +75,7 @@ func (RemotingCodec) split(buf []byte, lim protocol.Limits) (int, error) {
 // (Frame.Request), or the error a request of it earned (Frame.RequestErr:
 // answered, the connection kept). Only a frame that does not parse is an
 // error here (the connection is closed).
-func (RemotingCodec) decode(frame []byte, lim protocol.Limits) (*protocol.Frame, error) {
+func (rc RemotingCodec) decode(frame []byte, lim protocol.Limits) (*protocol.Frame, error) {
 	cmd, err := remoting.Decode(frame, remotingLimits(lim))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", protocol.ErrFrameIllegal, err)
@@ -82,7 +88,7 @@ func (RemotingCodec) decode(frame []byte, lim protocol.Limits) (*protocol.Frame,
 		f.Flags |= protocol.FlagOneway
 	}
 	if !cmd.IsResponse() {
-		code, req, err := translateRequest(cmd, lim)
+		code, req, err := translateRequest(cmd, lim, rc.StoreHost)
 		f.Code, f.Request, f.RequestErr = code, req, err
 	}
 	return f, nil

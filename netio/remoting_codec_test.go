@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestTranslateSend(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, req, err := translateRequest(&remoting.Command{Code: c.code, ExtFields: c.ext, Body: c.body}, protocol.Limits{})
+			code, req, err := translateRequest(&remoting.Command{Code: c.code, ExtFields: c.ext, Body: c.body}, protocol.Limits{}, netip.AddrPort{})
 			if code != protocol.CodeSendMessage {
 				t.Errorf("code %v, want SEND_MESSAGE", code)
 			}
@@ -127,7 +128,7 @@ func TestTranslateBatch(t *testing.T) {
 		{Topic: "demo", Body: []byte("two"), Properties: map[string]string{"KEYS": "k"}},
 	}
 	ext := map[string]string{"producerGroup": "pg", "topic": "demo", "queueId": "-1", "batch": "true"}
-	_, req, err := translateRequest(&remoting.Command{Code: remoting.SendBatchMessage, ExtFields: ext, Body: batchBody(msgs...)}, protocol.Limits{})
+	_, req, err := translateRequest(&remoting.Command{Code: remoting.SendBatchMessage, ExtFields: ext, Body: batchBody(msgs...)}, protocol.Limits{}, netip.AddrPort{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestTranslateBatch(t *testing.T) {
 		"totalSize too big": append(binary.BigEndian.AppendUint32(nil, 1000), good[4:]...),
 		"bodyLen too big":   append(append(append([]byte(nil), good[:16]...), 0x7f, 0, 0, 0), good[20:]...),
 	} {
-		_, _, err := translateRequest(&remoting.Command{Code: remoting.SendBatchMessage, ExtFields: ext, Body: body}, protocol.Limits{})
+		_, _, err := translateRequest(&remoting.Command{Code: remoting.SendBatchMessage, ExtFields: ext, Body: body}, protocol.Limits{}, netip.AddrPort{})
 		if !errors.Is(err, protocol.ErrMessageIllegal) {
 			t.Errorf("%s: err %v, want MESSAGE_ILLEGAL", name, err)
 		}
@@ -179,16 +180,25 @@ func TestTranslatePullAndOffsets(t *testing.T) {
 			&protocol.QueryMessageRequest{Topic: "demo", Key: "k1", MaxNum: 32, BeginTimestamp: 1, EndTimestamp: 9}},
 	}
 	for _, c := range cases {
-		code, req, err := translateRequest(&remoting.Command{Code: c.code, ExtFields: c.ext}, protocol.Limits{})
+		code, req, err := translateRequest(&remoting.Command{Code: c.code, ExtFields: c.ext}, protocol.Limits{}, netip.AddrPort{})
 		if err != nil || !reflect.DeepEqual(req, c.want) || int32(code) != c.code {
 			t.Errorf("code %d: got %v %+v, %v; want %+v", c.code, code, req, err, c.want)
 		}
 	}
-	_, _, err := translateRequest(&remoting.Command{Code: remoting.PullMessage, ExtFields: map[string]string{"expressionType": "SQL92"}}, protocol.Limits{})
+	_, _, err := translateRequest(&remoting.Command{Code: remoting.PullMessage, ExtFields: map[string]string{"expressionType": "SQL92"}}, protocol.Limits{}, netip.AddrPort{})
 	if !errors.Is(err, protocol.ErrInvalidParameter) {
 		t.Errorf("SQL92 pull: %v, want INVALID_PARAMETER", err)
 	}
-	code, _, err := translateRequest(&remoting.Command{Code: remoting.EndTransaction}, protocol.Limits{})
+	host := netip.MustParseAddrPort("10.0.0.1:10911")
+	_, view, err := translateRequest(&remoting.Command{Code: remoting.ViewMessageByID, ExtFields: map[string]string{"offset": "4096"}},
+		protocol.Limits{}, host)
+	if want := (&protocol.ViewMessageRequest{MsgID: protocol.OffsetMsgID(host, 4096)}); err != nil || !reflect.DeepEqual(view, want) {
+		t.Errorf("VIEW_MESSAGE_BY_ID: %+v, %v; want %+v", view, err, want)
+	}
+	if _, _, err := translateRequest(&remoting.Command{Code: remoting.ViewMessageByID}, protocol.Limits{}, netip.AddrPort{}); !errors.Is(err, protocol.ErrCodeNotSupported) {
+		t.Errorf("VIEW_MESSAGE_BY_ID on a name server: %v", err)
+	}
+	code, _, err := translateRequest(&remoting.Command{Code: remoting.EndTransaction}, protocol.Limits{}, netip.AddrPort{})
 	if !errors.Is(err, protocol.ErrCodeNotSupported) || code != protocol.Code(remoting.EndTransaction) {
 		t.Errorf("END_TRANSACTION: %v %v, want REQUEST_CODE_NOT_SUPPORTED", code, err)
 	}
@@ -198,7 +208,7 @@ func TestTranslateHeartbeat(t *testing.T) {
 	body := `{"clientID":"10.0.0.1@123","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[{"groupName":"cg","consumeType":"CONSUME_PASSIVELY",
 "messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"demo",
 "subString":"a || b","tagsSet":["a","b"],"codeSet":[97,98],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}]}`
-	_, req, err := translateRequest(&remoting.Command{Code: remoting.HeartBeat, Body: []byte(body)}, protocol.Limits{})
+	_, req, err := translateRequest(&remoting.Command{Code: remoting.HeartBeat, Body: []byte(body)}, protocol.Limits{}, netip.AddrPort{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +217,7 @@ func TestTranslateHeartbeat(t *testing.T) {
 	if !reflect.DeepEqual(req, want) {
 		t.Fatalf("got %+v\nwant %+v", req, want)
 	}
-	if _, _, err := translateRequest(&remoting.Command{Code: remoting.HeartBeat, Body: []byte("{")}, protocol.Limits{}); err == nil {
+	if _, _, err := translateRequest(&remoting.Command{Code: remoting.HeartBeat, Body: []byte("{")}, protocol.Limits{}, netip.AddrPort{}); err == nil {
 		t.Fatal("bad heartbeat JSON accepted")
 	}
 }

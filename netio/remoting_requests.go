@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -62,7 +63,10 @@ func (e *ext) i64(names ...string) int64 { return e.int(64, names...) }
 // translateRequest maps one remoting request to Wharf's typed request and
 // the Wharf code it goes by. A code with no mapping is
 // ErrCodeNotSupported, named as RocketMQ names it.
-func translateRequest(cmd *remoting.Command, lim protocol.Limits) (protocol.Code, protocol.Request, error) {
+// storeHost is what the broker's message ids name (zero on a name
+// server): VIEW_MESSAGE_BY_ID gives a CommitLog offset, Wharf's request
+// the offset message id.
+func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost netip.AddrPort) (protocol.Code, protocol.Request, error) {
 	e := &ext{m: cmd.ExtFields}
 	var req protocol.Request
 	var err error
@@ -81,6 +85,11 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits) (protocol.Code
 	case remoting.QueryMessage:
 		req = &protocol.QueryMessageRequest{Topic: e.str("topic"), Key: e.str("key"), MaxNum: e.i32("maxNum"),
 			BeginTimestamp: e.i64("beginTimestamp"), EndTimestamp: e.i64("endTimestamp")}
+	case remoting.ViewMessageByID:
+		if !storeHost.IsValid() {
+			return protocol.Code(cmd.Code), nil, fmt.Errorf("%w: VIEW_MESSAGE_BY_ID on a listener that stores no messages", protocol.ErrCodeNotSupported)
+		}
+		req = &protocol.ViewMessageRequest{MsgID: protocol.OffsetMsgID(storeHost, e.i64("offset"))}
 	case remoting.GetMaxOffset:
 		req = &protocol.GetMaxOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
 	case remoting.GetMinOffset:

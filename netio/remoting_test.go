@@ -161,6 +161,7 @@ func TestRemotingBroker(t *testing.T) {
 		t.Fatalf("QUERY_MESSAGE: %d records", len(recs))
 	}
 
+	view(t, c, recs[0])
 	longPoll(t, b.RemotingAddr(), c)
 	offsets(t, c)
 	a = c.call(remoting.EndTransaction, map[string]string{"producerGroup": "pg"}, nil)
@@ -300,5 +301,20 @@ func longPoll(t *testing.T, addr string, c *rmqConn) {
 	}
 	if recs := splitRecords(t, a.Body); len(recs) != 1 || string(recs[0].Body) != "wake" {
 		t.Fatalf("held pull: %d records", len(recs))
+	}
+}
+
+// view: VIEW_MESSAGE_BY_ID by the CommitLog offset, as RocketMQ's admin
+// asks (it takes the offset out of the offset message id).
+func view(t *testing.T, c *rmqConn, rec storage.Record) {
+	t.Helper()
+	a := c.call(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(rec.PhysicalOffset, 10)}, nil)
+	want(t, a, remoting.Success, "VIEW_MESSAGE_BY_ID")
+	if recs := splitRecords(t, a.Body); len(recs) != 1 || string(recs[0].Body) != string(rec.Body) {
+		t.Fatalf("view: %d records", len(recs))
+	}
+	a = c.call(remoting.ViewMessageByID, map[string]string{"offset": "999999999"}, nil)
+	if a.Code == remoting.Success {
+		t.Fatal("a view past the log succeeded")
 	}
 }

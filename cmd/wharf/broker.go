@@ -201,7 +201,7 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 		store.Close()
 		return false, err
 	}
-	ls, err := startListeners(c, b, limits, log)
+	ls, err := startListeners(c, b, netio.RemotingCodec{StoreHost: sc.StoreHost}, limits, log)
 	if err != nil {
 		b.Stop()
 		return false, err
@@ -241,7 +241,7 @@ func (l *listeners) remotingAddr() string {
 }
 
 // startListeners starts the ports; on an error none stays open.
-func startListeners(c brokerconf.Config, b *actors.Broker, limits protocol.Limits, log *slog.Logger) (*listeners, error) {
+func startListeners(c brokerconf.Config, b *actors.Broker, rmq netio.RemotingCodec, limits protocol.Limits, log *slog.Logger) (*listeners, error) {
 	// The replication port listens in every role: a slave may be
 	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
 	// slaves until then.
@@ -262,7 +262,7 @@ func startListeners(c brokerconf.Config, b *actors.Broker, limits protocol.Limit
 		return nil, fmt.Errorf("listen on %s:%d: %w", c.BrokerIP1, c.ListenPort, err)
 	}
 	if c.RemotingListenPort != 0 {
-		l.rmq = client(c.RemotingListenPort, netio.RemotingCodec{}, log.With("port", "remoting"))
+		l.rmq = client(c.RemotingListenPort, rmq, log.With("port", "remoting"))
 		if err := l.rmq.Start(); err != nil {
 			l.srv.Stop(context.Background())
 			l.ha.Stop(context.Background())

@@ -224,7 +224,7 @@ func (b *Broker) startRemoting(r *running, ab *actors.Broker, limits protocol.Li
 	b.mu.Lock()
 	addr := cmp.Or(b.rmqAddr, "127.0.0.1:0")
 	b.mu.Unlock()
-	r.rmq = netio.NewServer(ab, netio.Options{Addr: addr, Limits: limits, Logger: log, Codec: netio.RemotingCodec{}})
+	r.rmq = netio.NewServer(ab, netio.Options{Addr: addr, Limits: limits, Logger: log, Codec: netio.RemotingCodec{StoreHost: b.cfg.StoreHost}})
 	if err := r.rmq.Start(); err != nil {
 		return fmt.Errorf("brokertest: remoting listener: %w", err)
 	}
