@@ -118,9 +118,9 @@ func (RemotingCodec) AppendResponse(dst []byte, r *actors.Response) []byte {
 		cmd = remoting.Command{Code: remoting.SystemError, Opaque: int32(r.Opaque), Flag: remoting.FlagResponse,
 			Remark: "encode answer: " + err.Error(), Version: remotingVersion}
 	}
-	b, err := remoting.Append(dst, &cmd)
+	b, err := remoting.Append(dst, &cmd) // on an error, dst as it was
 	if err != nil {
-		b, _ = remoting.Append(dst[:0], &remoting.Command{Code: remoting.SystemError, Opaque: int32(r.Opaque),
+		b, _ = remoting.Append(b, &remoting.Command{Code: remoting.SystemError, Opaque: int32(r.Opaque),
 			Flag: remoting.FlagResponse, Remark: "encode answer: " + err.Error(), Version: remotingVersion})
 	}
 	return b
