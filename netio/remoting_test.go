@@ -133,6 +133,11 @@ func TestRemotingBroker(t *testing.T) {
 		string(recs[0].Topic) != "demo" || recs[0].QueueID != 1 {
 		t.Fatalf("first record %+v, properties %v", recs[0], p)
 	}
+	// RocketMQ's send header has no born host: it is the producer's end
+	// of the connection, as RocketMQ's broker takes it.
+	if recs[0].BornHost.String() != c.c.LocalAddr().String() {
+		t.Fatalf("born host %v, the producer is at %v", recs[0].BornHost, c.c.LocalAddr())
+	}
 	if string(recs[1].Body) != string(body) || recs[1].SysFlag&1 != 0 || netio.ParseProperties(string(recs[1].Properties))["TAGS"] != "tagB" {
 		t.Fatalf("second record: %d body bytes, sysFlag %d", len(recs[1].Body), recs[1].SysFlag)
 	}
