@@ -31,7 +31,10 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 	if d.More() {
 		return nil, fmt.Errorf("%w: JSON header: bytes after the object", ErrFrame)
 	}
-	c := &Command{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag, ExtFields: h.ExtFields}
+	c := &Command{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag}
+	if len(h.ExtFields) > 0 { // none is nil, as from the binary header
+		c.ExtFields = h.ExtFields
+	}
 	if h.Remark != nil {
 		c.Remark = *h.Remark
 	}
