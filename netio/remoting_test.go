@@ -323,3 +323,28 @@ func view(t *testing.T, c *rmqConn, rec storage.Record) {
 		t.Fatal("a view past the log succeeded")
 	}
 }
+
+// TestRemotingSendBack: CONSUMER_SEND_MSG_BACK as RocketMQ's consumers send
+// it; a negative delay level sends the message straight to the group's
+// dead-letter topic, %DLQ%group, with RETRY_TOPIC naming where it came from.
+func TestRemotingSendBack(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithRemoting())
+	b.CreateTopic("demo", 1)
+	c := dialRemoting(t, b.RemotingAddr())
+	want(t, c.call(remoting.SendMessage, map[string]string{"topic": "demo", "queueId": "0", "properties": "TAGS\x01t\x02"},
+		[]byte("poison")), remoting.Success, "send")
+	a := c.call(remoting.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "demo", "queueId": "0", "maxMsgNums": "1"}, nil)
+	want(t, a, remoting.Success, "pull")
+	rec := splitRecords(t, a.Body)[0]
+	want(t, c.call(remoting.ConsumerSendMsgBack, map[string]string{"group": "cg", "offset": strconv.FormatInt(rec.PhysicalOffset, 10),
+		"delayLevel": "-1", "originMsgId": "x", "originTopic": "demo", "unitMode": "false", "maxReconsumeTimes": "16"}, nil),
+		remoting.Success, "CONSUMER_SEND_MSG_BACK")
+	testwait.For(t, testwait.Wall, 5*time.Second, "the message in %DLQ%cg", func() bool {
+		a = c.call(remoting.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "%DLQ%cg", "queueId": "0", "maxMsgNums": "1"}, nil)
+		return a.Code == remoting.Success
+	})
+	dl := splitRecords(t, a.Body)[0]
+	if p := netio.ParseProperties(string(dl.Properties)); string(dl.Body) != "poison" || p["RETRY_TOPIC"] != "demo" || p["TAGS"] != "t" {
+		t.Fatalf("dead letter %q, properties %v", dl.Body, p)
+	}
+}
