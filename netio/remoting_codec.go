@@ -109,8 +109,13 @@ func (RemotingCodec) AppendResponse(dst []byte, r *actors.Response) []byte {
 	cmd := remoting.Command{Code: remotingStatus(r.Status), Opaque: int32(r.Opaque), Flag: remoting.FlagResponse,
 		Remark: r.Remark, Version: remotingVersion}
 	var err error
+	var parts [][]byte // a records answer's body: the records as read
 	if r.Records != nil {
 		err = recordsAnswer(&cmd, r.Records)
+		parts = r.Records.Raw
+		if dst == nil {
+			dst = make([]byte, 0, 512+recordsSize(parts))
+		}
 	} else if r.Fields != nil {
 		err = fieldsAnswer(&cmd, r.Fields)
 	}
@@ -118,7 +123,10 @@ func (RemotingCodec) AppendResponse(dst []byte, r *actors.Response) []byte {
 		cmd = remoting.Command{Code: remoting.SystemError, Opaque: int32(r.Opaque), Flag: remoting.FlagResponse,
 			Remark: "encode answer: " + err.Error(), Version: remotingVersion}
 	}
-	b, err := remoting.Append(dst, &cmd) // on an error, dst as it was
+	if err != nil {
+		parts = nil
+	}
+	b, err := remoting.AppendParts(dst, &cmd, parts) // on an error, dst as it was
 	if err != nil {
 		b, _ = remoting.Append(b, &remoting.Command{Code: remoting.SystemError, Opaque: int32(r.Opaque),
 			Flag: remoting.FlagResponse, Remark: "encode answer: " + err.Error(), Version: remotingVersion})
@@ -153,18 +161,17 @@ func remotingStatus(s protocol.Status) int32 {
 	return int32(s)
 }
 
-func recordsAnswer(cmd *remoting.Command, rs *actors.Records) error {
+func recordsSize(raw [][]byte) int {
 	n := 0
-	for _, b := range rs.Raw {
+	for _, b := range raw {
 		n += len(b)
 	}
-	if n > 0 {
-		body := make([]byte, 0, n)
-		for _, b := range rs.Raw {
-			body = append(body, b...)
-		}
-		cmd.Body = body
-	}
+	return n
+}
+
+// recordsAnswer sets the fields of a records answer; its body is the
+// records, appended by AppendResponse.
+func recordsAnswer(cmd *remoting.Command, rs *actors.Records) error {
 	switch rs.Kind {
 	case actors.RecordsPull:
 		if rs.Pull != nil {

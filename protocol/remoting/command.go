@@ -128,8 +128,13 @@ func Decode(frame []byte, lim Limits) (*Command, error) {
 	return c, nil
 }
 
-// Append encodes c, header in c.Serialize, onto dst.
-func Append(dst []byte, c *Command) ([]byte, error) {
+// Append encodes c, header in c.Serialize, onto dst. On an error dst is
+// returned as it was.
+func Append(dst []byte, c *Command) ([]byte, error) { return AppendParts(dst, c, nil) }
+
+// AppendParts is Append with c.Body followed by parts as the body, so a
+// body made of pieces (a pull's records) is copied once, into the frame.
+func AppendParts(dst []byte, c *Command, parts [][]byte) ([]byte, error) {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	var err error
@@ -143,6 +148,9 @@ func Append(dst []byte, c *Command) ([]byte, error) {
 		return dst[:at], fmt.Errorf("remoting: header of %d bytes does not fit the 24-bit length", hl)
 	}
 	dst = append(dst, c.Body...)
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
 	if int64(len(dst)-at-4) > 1<<31-1 {
 		return dst[:at], fmt.Errorf("remoting: frame of %d bytes too large", len(dst)-at)
 	}
