@@ -225,7 +225,7 @@ func wharfReader(t *testing.T, c cluster) reader {
 func wharfRead(ctx context.Context, t *testing.T, pc *client.PullConsumer, res *primitive.SendResult, body, tag, key string) {
 	t.Helper()
 	q := int32(res.MessageQueue.QueueId)
-	r, err := pc.Pull(ctx, "compat", q, res.QueueOffset, 1, client.PullOptions{})
+	r, err := pc.Pull(ctx, "compat", q, res.QueueOffset, 1, client.PullOptions{Suspend: 5 * time.Second}) // held until dispatched
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,6 +216,8 @@ func fieldsAnswer(cmd *remoting.Command, f protocol.Fields) error {
 		cmd.Body, err = clusterBody(m)
 	case *protocol.TopicNameList:
 		cmd.Body, err = topicListBody(m)
+	case *protocol.TopicListResponse:
+		cmd.Body, err = topicConfigBody(m)
 	}
 	// Everything else (a heartbeat's assignments, a topic's config) has
 	// no RocketMQ form: the code says all a RocketMQ client reads.

@@ -176,6 +176,10 @@ func TestTranslatePullAndOffsets(t *testing.T) {
 			&protocol.UpdateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}}},
 		{remoting.UnregisterClient, map[string]string{"clientID": "c1", "consumerGroup": "cg"}, &protocol.UnregisterClientRequest{ClientID: "c1", Group: "cg"}},
 		{remoting.GetRouteInfoByTopic, map[string]string{"topic": "demo"}, &protocol.GetRouteInfoRequest{Topic: "demo"}},
+		{remoting.GetAllTopicConfig, nil, &protocol.ListTopicsRequest{}},
+		{remoting.DeleteTopicInBroker, map[string]string{"topic": "demo"}, &protocol.DeleteTopicRequest{Topic: "demo"}},
+		{remoting.DeleteTopicInNamesrv, map[string]string{"topic": "demo", "clusterName": "c"},
+			&protocol.DeleteTopicInNamesrvRequest{Topic: "demo", ClusterName: "c"}},
 		{remoting.QueryMessage, map[string]string{"topic": "demo", "key": "k1", "maxNum": "32", "beginTimestamp": "1", "endTimestamp": "9"},
 			&protocol.QueryMessageRequest{Topic: "demo", Key: "k1", MaxNum: 32, BeginTimestamp: 1, EndTimestamp: 9}},
 	}

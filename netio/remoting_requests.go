@@ -104,6 +104,12 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 	case remoting.UpdateAndCreateTopic:
 		req = &protocol.UpdateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: e.str("topic"),
 			ReadQueueNums: e.i32("readQueueNums"), WriteQueueNums: e.i32("writeQueueNums"), Perm: e.i32("perm")}}
+	case remoting.GetAllTopicConfig:
+		req = &protocol.ListTopicsRequest{}
+	case remoting.DeleteTopicInBroker:
+		req = &protocol.DeleteTopicRequest{Topic: e.str("topic")}
+	case remoting.DeleteTopicInNamesrv:
+		req = &protocol.DeleteTopicInNamesrvRequest{Topic: e.str("topic"), ClusterName: e.str("clusterName")}
 	case remoting.GetRouteInfoByTopic:
 		req = &protocol.GetRouteInfoRequest{Topic: e.str("topic")}
 	case remoting.GetBrokerClusterInfo:

@@ -106,3 +106,21 @@ func topicListBody(l *protocol.TopicNameList) ([]byte, error) {
 	}
 	return json.Marshal(&out)
 }
+
+// topicConfigBody is GET_ALL_TOPIC_CONFIG's answer as RocketMQ's admin
+// reads it: TopicConfigSerializeWrapper, topics by name.
+func topicConfigBody(l *protocol.TopicListResponse) ([]byte, error) {
+	type topicConfig struct {
+		TopicName      string `json:"topicName"`
+		ReadQueueNums  int32  `json:"readQueueNums"`
+		WriteQueueNums int32  `json:"writeQueueNums"`
+		Perm           int32  `json:"perm"`
+	}
+	out := struct {
+		TopicConfigTable map[string]topicConfig `json:"topicConfigTable"`
+	}{make(map[string]topicConfig, len(l.Topics))}
+	for _, t := range l.Topics {
+		out.TopicConfigTable[t.Topic] = topicConfig{t.Topic, t.ReadQueueNums, t.WriteQueueNums, t.Perm}
+	}
+	return json.Marshal(&out)
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,7 @@ func TestRemotingBroker(t *testing.T) {
 		"h": "0", "i": "TAGS\x01tagB\x02"}, zlibbed(body))
 	want(t, a, remoting.Success, "SEND_MESSAGE_V2, compressed")
 
+	waitMax(t, c, "demo", 1, 2)
 	a = c.call(remoting.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "demo", "queueId": "1", "queueOffset": "0",
 		"maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"}, nil)
 	want(t, a, remoting.Success, "PULL_MESSAGE")
@@ -169,6 +171,11 @@ func TestRemotingBroker(t *testing.T) {
 	view(t, c, recs[0])
 	longPoll(t, b.RemotingAddr(), c)
 	offsets(t, c)
+	a = c.call(remoting.GetAllTopicConfig, nil, nil)
+	want(t, a, remoting.Success, "GET_ALL_TOPIC_CONFIG")
+	if !strings.Contains(string(a.Body), `"demo":{"topicName":"demo","readQueueNums":2,"writeQueueNums":2,"perm":6}`) {
+		t.Fatalf("topic configs %s", a.Body)
+	}
 	a = c.call(remoting.EndTransaction, map[string]string{"producerGroup": "pg"}, nil)
 	want(t, a, remoting.RequestCodeNotSupported, "END_TRANSACTION")
 	a = c.call(remoting.GetMaxOffset, map[string]string{"topic": "demo", "queueId": "0"}, nil)
@@ -333,6 +340,7 @@ func TestRemotingSendBack(t *testing.T) {
 	c := dialRemoting(t, b.RemotingAddr())
 	want(t, c.call(remoting.SendMessage, map[string]string{"topic": "demo", "queueId": "0", "properties": "TAGS\x01t\x02"},
 		[]byte("poison")), remoting.Success, "send")
+	waitMax(t, c, "demo", 0, 1)
 	a := c.call(remoting.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "demo", "queueId": "0", "maxMsgNums": "1"}, nil)
 	want(t, a, remoting.Success, "pull")
 	rec := splitRecords(t, a.Body)[0]
@@ -347,4 +355,14 @@ func TestRemotingSendBack(t *testing.T) {
 	if p := netio.ParseProperties(string(dl.Properties)); string(dl.Body) != "poison" || p["RETRY_TOPIC"] != "demo" || p["TAGS"] != "t" {
 		t.Fatalf("dead letter %q, properties %v", dl.Body, p)
 	}
+}
+
+// waitMax waits until queue q of topic has n messages: an acknowledged
+// send is in the log, and in its queue's index a moment later.
+func waitMax(t *testing.T, c *rmqConn, topic string, q, n int) {
+	t.Helper()
+	testwait.For(t, testwait.Wall, 5*time.Second, fmt.Sprintf("%d messages in queue %d", n, q), func() bool {
+		a := c.call(remoting.GetMaxOffset, map[string]string{"topic": topic, "queueId": strconv.Itoa(q)}, nil)
+		return a.ExtFields["offset"] == strconv.Itoa(n)
+	})
 }

@@ -76,6 +76,7 @@ const (
 	GetBrokerClusterInfo       int32 = 106
 	GetAllTopicListFromNameSrv int32 = 206
 	DeleteTopicInBroker        int32 = 215
+	DeleteTopicInNamesrv       int32 = 216
 	GetConsumerRunningInfo     int32 = 307
 	SendMessageV2              int32 = 310
 	SendBatchMessage           int32 = 320
