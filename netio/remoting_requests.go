@@ -77,6 +77,28 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 		req, err = sendBatchRequest(e, cmd.Body, lim)
 	case remoting.PullMessage:
 		req = pullRequest(e)
+	case remoting.HeartBeat:
+		req, err = heartbeatRequest(cmd.Body)
+	default:
+		req, err = headerRequest(cmd.Code, e, storeHost)
+	}
+	code := protocol.Code(cmd.Code)
+	if cmd.Code == remoting.SendMessageV2 {
+		code = protocol.CodeSendMessage
+	}
+	if err == nil {
+		err = e.err
+	}
+	if err != nil {
+		return code, nil, err
+	}
+	return code, req, nil
+}
+
+// headerRequest maps the requests whose fields are all in the header.
+func headerRequest(code int32, e *ext, storeHost netip.AddrPort) (protocol.Request, error) {
+	var req protocol.Request
+	switch code {
 	case remoting.QueryConsumerOffset:
 		req = &protocol.QueryConsumerOffsetRequest{ConsumerGroup: e.str("consumerGroup"), Topic: e.str("topic"), QueueID: e.i32("queueId")}
 	case remoting.UpdateConsumerOffset:
@@ -87,7 +109,7 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 			BeginTimestamp: e.i64("beginTimestamp"), EndTimestamp: e.i64("endTimestamp")}
 	case remoting.ViewMessageByID:
 		if !storeHost.IsValid() {
-			return protocol.Code(cmd.Code), nil, fmt.Errorf("%w: VIEW_MESSAGE_BY_ID on a listener that stores no messages", protocol.ErrCodeNotSupported)
+			return nil, fmt.Errorf("%w: VIEW_MESSAGE_BY_ID on a listener that stores no messages", protocol.ErrCodeNotSupported)
 		}
 		req = &protocol.ViewMessageRequest{MsgID: protocol.OffsetMsgID(storeHost, e.i64("offset"))}
 	case remoting.GetMaxOffset:
@@ -97,8 +119,6 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 	case remoting.ConsumerSendMsgBack:
 		req = &protocol.ConsumerSendMsgBackRequest{Group: e.str("group"), CommitLogOffset: e.i64("offset"),
 			DelayLevel: e.i32("delayLevel"), MaxReconsumeTimes: e.i32("maxReconsumeTimes")}
-	case remoting.HeartBeat:
-		req, err = heartbeatRequest(cmd.Body)
 	case remoting.UnregisterClient:
 		req = &protocol.UnregisterClientRequest{ClientID: e.str("clientID"), Group: e.str("consumerGroup", "producerGroup")}
 	case remoting.UpdateAndCreateTopic:
@@ -117,20 +137,10 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 	case remoting.GetAllTopicListFromNameSrv:
 		req = &protocol.GetAllTopicListRequest{}
 	default:
-		return protocol.Code(cmd.Code), nil, fmt.Errorf("%w: RocketMQ request code %d is not served by Wharf's remoting listener",
-			protocol.ErrCodeNotSupported, cmd.Code)
+		return nil, fmt.Errorf("%w: RocketMQ request code %d is not served by Wharf's remoting listener",
+			protocol.ErrCodeNotSupported, code)
 	}
-	code := protocol.Code(cmd.Code)
-	if cmd.Code == remoting.SendMessageV2 {
-		code = protocol.CodeSendMessage
-	}
-	if err == nil {
-		err = e.err
-	}
-	if err != nil {
-		return code, nil, err
-	}
-	return code, req, nil
+	return req, nil
 }
 
 func sendRequest(e *ext, body []byte, lim protocol.Limits) (protocol.Request, error) {
