@@ -5,7 +5,7 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test test-deps run bench sim fuzz vet clean bench-compare jepsen bench-failover
+.PHONY: build test test-deps run bench sim fuzz vet clean bench-compare jepsen bench-failover test-compat
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
@@ -79,6 +79,12 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+# RocketMQ's own Go client against the wharf binary (compat/, a module of
+# its own: Wharf's module does not depend on the client). The first run
+# downloads the client's module.
+test-compat:
+	cd compat && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 vet:
 	$(GO) vet $(PKGS)

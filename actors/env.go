@@ -105,6 +105,7 @@ type Config struct {
 	NamesrvAddr              []string      // host:port of each name server
 	BrokerAddr               string        // announced for clients: brokerIP1:listenPort (empty: StoreHost)
 	HAServerAddr             string        // announced for slaves: brokerIP1:haListenPort
+	RemotingAddr             string        // announced to name servers: brokerIP1:remotingListenPort, empty when off
 	BrokerHeartbeatInterval  time.Duration // a heartbeat to each name server this often
 	HeartbeatTimeout         time.Duration // the lease asked for (heartbeatTimeoutMillis)
 	RegisterNameServerPeriod time.Duration // a full registration this often

@@ -343,6 +343,7 @@ func (b *Broker) registrarConfig() register.Config {
 	return register.Config{
 		Identity:          protocol.BrokerIdentity{ClusterName: b.cfg.BrokerClusterName, BrokerName: b.cfg.BrokerName, BrokerAddr: addr},
 		HAServerAddr:      b.cfg.HAServerAddr,
+		RemotingAddr:      b.cfg.RemotingAddr,
 		Role:              b.cfg.BrokerRole,
 		NameServers:       b.cfg.NamesrvAddr,
 		Version:           protocol.DataVersion{Timestamp: b.bootTime.UnixMilli()},

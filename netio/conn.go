@@ -285,7 +285,7 @@ func (c *conn) reject(cause error, hdr *protocol.Frame) {
 		code, opaque = hdr.Code, hdr.Opaque
 	}
 	c.s.log.Warn("malformed frame, closing connection", "conn", c.id, "remote", c.remote, "err", cause)
-	resp := protocol.AppendErrorResponse(nil, code, opaque, protocol.StatusFrameIllegal, truncate(cause.Error(), 256))
+	resp := c.s.fr.errorFrame(code, opaque, truncate(cause.Error(), 256))
 	if !c.closed.CompareAndSwap(false, true) {
 		return // already closing
 	}

@@ -15,14 +15,26 @@
 // record layout, nothing else of storage), so a codec whose pull body is
 // the raw records (RocketMQ's remoting) serves the same actors.
 //
+// RemotingCodec is RocketMQ's remoting protocol (protocol/remoting;
+// docs/PROTOCOL.md section 11c). A codec that reads a wire of its own
+// also frames and decodes the listener's inbound bytes: it turns each
+// remoting request into the typed request Wharf's frames decode to, carried
+// in protocol.Frame.Request (or the error it earned in RequestErr, answered
+// without closing the connection), so the handlers cannot tell the
+// listeners apart. Its answers put the typed fields where RocketMQ's
+// clients read them (ext fields, JSON bodies for the name server's routes
+// naming the brokers' remoting addresses) and a pull's records, as stored,
+// in the body.
+//
 // # Server
 //
 // A Server is one gnet engine (SO_REUSEADDR on, SO_REUSEPORT off, Nagle
 // off) delivering to an actors.Handler:
 //
 //   - Inbound: on every read, all complete frames buffered on the
-//     connection are split (protocol.Split), copied once out of gnet's
-//     memory, decoded (protocol.DecodeFrame, header validated first) and
+//     connection are split (protocol.Split, or the codec's own framing),
+//     copied once out of gnet's memory, decoded (protocol.DecodeFrame,
+//     header validated first; or the codec's decode) and
 //     handed to Handler.Deliver as ONE actors.Inbound, in order. A partial
 //     frame stays buffered until the rest arrives; a large partial frame is
 //     not re-examined until enough bytes for it are buffered.
@@ -61,6 +73,6 @@
 // (warnings and errors only), bound to the Logger of the first Server
 // started in the process.
 //
-// Imports: protocol, actors (request, answer and codec types), storage
-// (the record layout), gnet, x/sys.
+// Imports: protocol (and protocol/remoting), actors (request, answer and
+// codec types), storage (the record layout), gnet, x/sys.
 package netio

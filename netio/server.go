@@ -95,6 +95,7 @@ type counters struct {
 type Server struct {
 	h    actors.Handler
 	opt  Options
+	fr   framer // the listener's framing: the codec's own, or Wharf's
 	log  *slog.Logger
 	addr string // gnet form, with scheme
 
@@ -134,9 +135,14 @@ func NewServer(h actors.Handler, opt Options) *Server {
 	if !strings.Contains(addr, "://") {
 		addr = "tcp://" + addr
 	}
+	fr, ok := opt.Codec.(framer)
+	if !ok {
+		fr = wharfFramer{}
+	}
 	return &Server{
 		h:     h,
 		opt:   opt,
+		fr:    fr,
 		log:   log.With("component", "netio"),
 		addr:  addr,
 		conns: make(map[uint64]*conn),
@@ -398,7 +404,7 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	var splitErr error
 	c.need = 0
 	for {
-		n, err := protocol.Split(buf[end:], lim)
+		n, err := s.fr.split(buf[end:], lim)
 		if err != nil {
 			splitErr = err
 			break
@@ -424,8 +430,8 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		// that are overwritten at once.
 		data := append([]byte(nil), buf[:end]...)
 		for off := 0; off < end; {
-			n, _ := protocol.Split(data[off:], lim) // already validated above
-			f, err := protocol.DecodeFrame(data[off:off+n], lim)
+			n, _ := s.fr.split(data[off:], lim) // already validated above
+			f, err := s.fr.decode(data[off:off+n], lim)
 			if err == nil && f.IsResponse() {
 				failHdr = f
 				err = fmt.Errorf("%w: a response frame (code %d, opaque %d) sent to a server", protocol.ErrFrameIllegal, f.Code, f.Opaque)

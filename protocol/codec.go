@@ -282,6 +282,9 @@ func DecodeRequest(f *Frame, lim Limits) (Request, error) {
 	if f.IsResponse() {
 		return nil, fmt.Errorf("%w: a response where a request was expected", ErrFrameIllegal)
 	}
+	if f.Request != nil || f.RequestErr != nil {
+		return f.Request, f.RequestErr
+	}
 	req := NewRequest(f.Code)
 	if req == nil {
 		return nil, fmt.Errorf("%w: %v", ErrCodeNotSupported, f.Code)

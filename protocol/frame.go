@@ -46,6 +46,13 @@ type Frame struct {
 	// Body is the payload after the header (nil if empty): a message body,
 	// or a msgpack array for batches and message lists.
 	Body []byte
+	// Request or RequestErr, when set, is the outcome of decoding by a
+	// listener whose wire is not Wharf's (RocketMQ's remoting, netio):
+	// DecodeRequest returns it, and Fields and Body are unused. RequestErr
+	// wraps the errors DecodeRequest documents (a code the listener does
+	// not map is ErrCodeNotSupported), so it is answered as theirs are.
+	Request    Request
+	RequestErr error
 }
 
 // IsResponse reports whether f is a response.

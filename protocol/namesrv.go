@@ -91,6 +91,10 @@ type RegisterBrokerRequest struct {
 	HAServerAddr   string      `msgpack:"haServerAddr,omitempty"` // host:haListenPort
 	BrokerRole     string      `msgpack:"brokerRole"`             // ASYNC_MASTER, SYNC_MASTER, SLAVE
 	DataVersion    DataVersion `msgpack:"dataVersion"`
+	// RemotingAddr is host:remotingListenPort, where the broker speaks
+	// RocketMQ's remoting protocol (empty: it does not). The name server's
+	// remoting listener names it in the routes it serves.
+	RemotingAddr string `msgpack:"remotingAddr,omitempty"`
 	// HeartbeatTimeoutMillis is the lease the broker asks for; 0 means the
 	// name server's default.
 	HeartbeatTimeoutMillis int64 `msgpack:"heartbeatTimeoutMillis,omitempty"`
@@ -178,6 +182,8 @@ type BrokerRef struct {
 	HAServerAddr string `msgpack:"haServerAddr,omitempty"`
 	BrokerRole   string `msgpack:"brokerRole"`
 	Alive        bool   `msgpack:"alive"`
+	// RemotingAddr: see RegisterBrokerRequest.RemotingAddr.
+	RemotingAddr string `msgpack:"remotingAddr,omitempty"`
 }
 
 // GetBrokerClusterInfoRequest lists every broker known.

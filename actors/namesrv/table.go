@@ -47,6 +47,7 @@ type group struct {
 type broker struct {
 	id        protocol.BrokerIdentity
 	haAddr    string
+	remoting  string // RocketMQ remoting address, if the broker serves one
 	role      string
 	version   protocol.DataVersion
 	epoch     int32 // the master epoch of its role (controller mode)
@@ -108,7 +109,7 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	if cmp < 0 {
 		return t.answer(g, b, protocol.RegisterBrokerResponse{Stale: true}), nil
 	}
-	changed := b == nil || !b.alive || b.id != id || b.role != reg.BrokerRole || b.haAddr != reg.HAServerAddr ||
+	changed := b == nil || !b.alive || b.id != id || b.role != reg.BrokerRole || b.haAddr != reg.HAServerAddr || b.remoting != reg.RemotingAddr ||
 		g.cluster != id.ClusterName || b.epoch != reg.MasterEpoch
 	if b == nil || b.id.BrokerAddr != id.BrokerAddr || !b.alive {
 		// A new broker, one at a new address (it replaces the old
@@ -118,7 +119,7 @@ func (t *Table) Register(reg *Registration, now time.Time) (protocol.RegisterBro
 	}
 	takeTopics := cmp > 0 || changed
 	b.id, b.haAddr, b.role, b.version, b.conn = id, reg.HAServerAddr, reg.BrokerRole, reg.DataVersion, reg.Conn
-	b.epoch = reg.MasterEpoch
+	b.epoch, b.remoting = reg.MasterEpoch, reg.RemotingAddr
 	b.alive, b.lastBeat, b.lease = true, now, t.lease
 	if ms := reg.HeartbeatTimeoutMillis; ms > 0 {
 		b.lease = time.Duration(min(ms, MaxLease.Milliseconds())) * time.Millisecond
@@ -344,7 +345,7 @@ func (t *Table) Route(topic string) (*protocol.RouteData, bool) {
 
 func (b *broker) ref(group, cluster string) protocol.BrokerRef {
 	return protocol.BrokerRef{ClusterName: cluster, BrokerName: group, BrokerID: b.id.BrokerID, BrokerAddr: b.id.BrokerAddr,
-		HAServerAddr: b.haAddr, BrokerRole: b.role, Alive: b.alive}
+		HAServerAddr: b.haAddr, BrokerRole: b.role, Alive: b.alive, RemotingAddr: b.remoting}
 }
 
 // Cluster is every broker held, sorted by cluster, group and brokerId.

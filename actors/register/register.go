@@ -23,6 +23,7 @@ const (
 type Config struct {
 	Identity     protocol.BrokerIdentity // the BrokerID is replaced by Role's
 	HAServerAddr string
+	RemotingAddr string // host:remotingListenPort, empty when off
 	Role         string
 	NameServers  []string
 	// Version is the data version to start from: Timestamp the broker's

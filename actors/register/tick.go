@@ -74,6 +74,7 @@ func (r *Registrar) register(s *server, now time.Time) {
 	r.call(s, now, kindRegister, &protocol.RegisterBrokerRequest{
 		BrokerIdentity:         r.id,
 		HAServerAddr:           r.cfg.HAServerAddr,
+		RemotingAddr:           r.cfg.RemotingAddr,
 		BrokerRole:             r.role,
 		DataVersion:            r.version,
 		HeartbeatTimeoutMillis: r.cfg.Lease.Milliseconds(),

@@ -122,6 +122,9 @@ func actorsConfig(c brokerconf.Config, store storage.Config) actors.Config {
 	a.NamesrvAddr = c.NameServers()
 	a.BrokerAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.ListenPort))
 	a.HAServerAddr = net.JoinHostPort(cmp.Or(c.BrokerIP2, c.BrokerIP1), strconv.Itoa(c.EffectiveHAListenPort()))
+	if c.RemotingListenPort != 0 {
+		a.RemotingAddr = net.JoinHostPort(c.BrokerIP1, strconv.Itoa(c.RemotingListenPort))
+	}
 	a.BrokerHeartbeatInterval = c.BrokerHeartbeatInterval.Duration()
 	a.HeartbeatTimeout = c.BrokerNotActiveTimeoutMillis.Duration()
 	a.RegisterNameServerPeriod = c.RegisterNameServerPeriod.Duration()
@@ -199,32 +202,15 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 		store.Close()
 		return false, err
 	}
-	// The replication port listens in every role: a slave may be
-	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
-	// slaves until then.
-	haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
-	ha := netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
-		MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})
-	if err := ha.Start(); err != nil {
+	ls, err := startListeners(c, b, netio.RemotingCodec{StoreHost: sc.StoreHost}, limits, log)
+	if err != nil {
 		b.Stop()
-		return false, fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
+		return false, err
 	}
-	addr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.ListenPort)
-	srv := netio.NewServer(b, netio.Options{
-		Addr:             addr,
-		Limits:           limits,
-		MaxOutboundBytes: int(c.MaxOutboundBytes),
-		Logger:           log,
-		IdleTimeout:      c.ServerChannelMaxIdleTimeSeconds.Duration(),
-	})
-	if err := srv.Start(); err != nil {
-		ha.Stop(context.Background())
-		b.Stop()
-		return false, fmt.Errorf("listen on %s: %w", addr, err)
-	}
+	srv := ls.srv
 	ms.serveBroker(b, srv)
 	ms.setReady(true)
-	log.Info("broker started", "listen", srv.Addr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
+	log.Info("broker started", "listen", srv.Addr(), "remotingListen", ls.remotingAddr(), "brokerName", c.BrokerName, "brokerRole", c.BrokerRole, "brokerId", c.BrokerID,
 		"haMasterAddress", c.HAMasterAddress, "brokerClusterName", c.BrokerClusterName, "namesrvAddr", c.NamesrvAddr,
 		"flushDiskType", c.FlushDiskType, "store", sc.StorePathRootDir, "pid", os.Getpid())
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -243,7 +229,50 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 	}
 	ms.setReady(false)
 	ms.serveBroker(nil, nil)
-	return again, stopBroker(srv, ha, b, log)
+	return again, stopBroker(ls, b, log)
+}
+
+// listeners are a broker's ports: clients (Wharf's protocol), slaves,
+// and RocketMQ's clients (remoting, nil when off).
+type listeners struct{ srv, ha, rmq *netio.Server }
+
+func (l *listeners) remotingAddr() string {
+	if l.rmq == nil {
+		return ""
+	}
+	return l.rmq.Addr()
+}
+
+// startListeners starts the ports; on an error none stays open.
+func startListeners(c brokerconf.Config, b *actors.Broker, rmq netio.RemotingCodec, limits protocol.Limits, log *slog.Logger) (*listeners, error) {
+	// The replication port listens in every role: a slave may be
+	// promoted to master at run time (UPDATE_BROKER_ROLE), and refuses
+	// slaves until then.
+	haAddr := fmt.Sprintf("%s:%d", c.BrokerIP1, c.EffectiveHAListenPort())
+	l := &listeners{ha: netio.NewServer(b.HAHandler(), netio.Options{Addr: haAddr, Limits: limits,
+		MaxOutboundBytes: int(max(c.MaxOutboundBytes, 64<<20)), Logger: log.With("port", "ha")})}
+	if err := l.ha.Start(); err != nil {
+		return nil, fmt.Errorf("listen for slaves on %s: %w", haAddr, err)
+	}
+	client := func(port int, codec actors.Codec, log *slog.Logger) *netio.Server {
+		return netio.NewServer(b, netio.Options{Addr: fmt.Sprintf("%s:%d", c.BrokerIP1, port), Limits: limits,
+			MaxOutboundBytes: int(c.MaxOutboundBytes), Logger: log, Codec: codec,
+			IdleTimeout: c.ServerChannelMaxIdleTimeSeconds.Duration()})
+	}
+	l.srv = client(c.ListenPort, nil, log)
+	if err := l.srv.Start(); err != nil {
+		l.ha.Stop(context.Background())
+		return nil, fmt.Errorf("listen on %s:%d: %w", c.BrokerIP1, c.ListenPort, err)
+	}
+	if c.RemotingListenPort != 0 {
+		l.rmq = client(c.RemotingListenPort, rmq, log.With("port", "remoting"))
+		if err := l.rmq.Start(); err != nil {
+			l.srv.Stop(context.Background())
+			l.ha.Stop(context.Background())
+			return nil, fmt.Errorf("listen for RocketMQ clients on %s:%d: %w", c.BrokerIP1, c.RemotingListenPort, err)
+		}
+	}
+	return l, nil
 }
 
 // brokerEnv is the broker's outside world in production; a restart the
@@ -274,14 +303,19 @@ func brokerEnv(log *slog.Logger, limits protocol.Limits, restart chan<- string, 
 // stopBroker stops accepting and drains the connections, then the actors
 // (writes, flush, dispatch, offsets), then the store: a clean checkpoint
 // and no abort file.
-func stopBroker(srv, ha *netio.Server, b *actors.Broker, log *slog.Logger) error {
+func stopBroker(ls *listeners, b *actors.Broker, log *slog.Logger) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []string
-	if err := srv.Stop(stopCtx); err != nil {
+	if err := ls.srv.Stop(stopCtx); err != nil {
 		errs = append(errs, "network: "+err.Error())
 	}
-	if err := ha.Stop(stopCtx); err != nil {
+	if ls.rmq != nil {
+		if err := ls.rmq.Stop(stopCtx); err != nil {
+			errs = append(errs, "remoting port: "+err.Error())
+		}
+	}
+	if err := ls.ha.Stop(stopCtx); err != nil {
 		errs = append(errs, "replication port: "+err.Error())
 	}
 	if err := b.Stop(); err != nil {

@@ -34,6 +34,7 @@ type devConfig struct {
 	ControllerPort int           // the controller's port
 	MasterRole     string        // without the controller: SYNC_MASTER or ASYNC_MASTER
 	NamesrvPort    int           // the name server's port
+	RemotingPort   int           // the name server's port for RocketMQ's clients (0: off); a broker's is its port + 5
 	BrokerPort     int           // the first master's port; the others are +10, +20, +30
 	LogLevel       string        // every daemon's --log-level
 	BrokerArgs     []string      // extra flags for every broker
@@ -44,7 +45,8 @@ type devConfig struct {
 
 func defaultDevConfig() devConfig {
 	return devConfig{Data: "./data", Controller: true, ControllerPort: 9878, MasterRole: "SYNC_MASTER", NamesrvPort: 9876, BrokerPort: 10911,
-		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second, DashboardPort: 8080}
+		RemotingPort: 9877, DashboardPort: 8080,
+		LogLevel: "info", StartTimeout: 30 * time.Second, StopTimeout: 15 * time.Second}
 }
 
 // devDaemon is one child process of `wharf dev`.
@@ -60,6 +62,10 @@ type devDaemon struct {
 
 const devCluster = "DefaultCluster"
 
+// devRemotingOffset puts a dev broker's remoting port beside its others:
+// port + 1 replicates, port + 3 serves metrics.
+const devRemotingOffset = 5
+
 // devPlan lists the daemons of a dev cluster: the name server, the
 // controller (in controller mode), then for each group its two brokers.
 // Brokers listen on 127.0.0.1 and serve replication on their port + 1 (the
@@ -68,7 +74,8 @@ const devCluster = "DefaultCluster"
 func devPlan(c devConfig) []devDaemon {
 	ns := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.NamesrvPort))
 	plan := []devDaemon{{name: "namesrv", what: "name server", addr: ns,
-		args: []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(c.NamesrvPort), "--log-level", c.LogLevel}}}
+		args: []string{"namesrv", "--bindAddress", "127.0.0.1", "--listenPort", strconv.Itoa(c.NamesrvPort),
+			"--remotingListenPort", strconv.Itoa(c.RemotingPort), "--log-level", c.LogLevel}}}
 	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ControllerPort))
 	if c.Controller {
 		plan = append(plan, devDaemon{name: "controller", what: "controller", addr: ctl, dir: filepath.Join(c.Data, "controller"),
@@ -84,6 +91,9 @@ func devPlan(c devConfig) []devDaemon {
 			d.dir = filepath.Join(c.Data, d.name)
 			d.args = []string{"broker", "--storePathRootDir", d.dir, "--brokerIP1", "127.0.0.1", "--listenPort", strconv.Itoa(port),
 				"--brokerClusterName", devCluster, "--brokerName", group, "--namesrvAddr", ns, "--log-level", c.LogLevel}
+			if c.RemotingPort != 0 {
+				d.args = append(d.args, "--remotingListenPort", strconv.Itoa(port+devRemotingOffset))
+			}
 			switch {
 			case c.Controller:
 				d.what = "replica of " + group
@@ -138,6 +148,8 @@ them all.`,
 	f.IntVar(&c.ControllerPort, "controllerPort", c.ControllerPort, "the controller's port")
 	f.StringVar(&c.MasterRole, "brokerRole", c.MasterRole, "with --controller=false, the masters' role: SYNC_MASTER (an acknowledged message is on the slave too) or ASYNC_MASTER")
 	f.IntVar(&c.NamesrvPort, "namesrvPort", c.NamesrvPort, "the name server's port")
+	f.IntVar(&c.RemotingPort, "remotingPort", c.RemotingPort,
+		"the name server's port for RocketMQ's own clients (remoting protocol; each broker's is its port + 5); 0: off")
 	f.IntVar(&c.BrokerPort, "brokerPort", c.BrokerPort, "the first master's port; the others use +10, +20 and +30 (and each its port + 1)")
 	f.StringVar(&c.LogLevel, "log-level", c.LogLevel, "the daemons' log level: debug, info, warn, error")
 	f.StringArrayVar(&c.BrokerArgs, "broker-flag", nil, "an extra flag for every broker (repeatable): --broker-flag=--flushDiskType=SYNC_FLUSH")
@@ -409,6 +421,10 @@ func (r *devRun) printConnect(ns, dashURL string) {
 	fmt.Fprintf(&b, "  bin/wharf cluster list --namesrv %s\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf produce --namesrv %s --topic demo --count 100000 --size 256\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf consume --namesrv %s --topic demo --group demo-group --from first --idle-exit 3s\n", ns)
+	if r.cfg.RemotingPort != 0 {
+		fmt.Fprintf(&b, "RocketMQ clients: name server 127.0.0.1:%d (RocketMQ's remoting protocol; brokers on their port + %d).\n",
+			r.cfg.RemotingPort, devRemotingOffset)
+	}
 	pid := 0
 	for _, ch := range r.brokers() {
 		if ch.what == "master of broker-a" {

@@ -150,7 +150,9 @@ func devPorts(t *testing.T) (int, int, int) {
 	for attempt := range 50 {
 		base := 20000 + (os.Getpid()*7919+attempt*613)%40000
 		free := true
-		for _, off := range []int{0, 1, 10, 11, 20, 21, 30, 31} {
+		// Each broker's port and +1 (replication) and +5 (remoting), and
+		// +39 for the name server's remoting port.
+		for _, off := range []int{0, 1, 5, 10, 11, 15, 20, 21, 25, 30, 31, 35, 39} {
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
 			if err != nil {
 				free = false
@@ -158,7 +160,7 @@ func devPorts(t *testing.T) (int, int, int) {
 			}
 			l.Close()
 		}
-		if free && (ns < base || ns > base+31) && (ctl < base || ctl > base+31) {
+		if free && (ns < base || ns > base+39) && (ctl < base || ctl > base+39) {
 			return ns, ctl, base
 		}
 	}
@@ -171,7 +173,7 @@ func startDev(t *testing.T, extra ...string) (cmd *exec.Cmd, stdout, stderr *syn
 	t.Helper()
 	ns, ctl, base := devPorts(t)
 	args := append([]string{"dev", "--data", t.TempDir(), "--namesrvPort", strconv.Itoa(ns), "--controllerPort", strconv.Itoa(ctl),
-		"--brokerPort", strconv.Itoa(base),
+		"--brokerPort", strconv.Itoa(base), "--remotingPort", strconv.Itoa(base + 39),
 		"--broker-flag=--mappedFileSizeCommitLog=16777216", "--broker-flag=--maxHashSlotNum=50000", "--broker-flag=--maxIndexNum=200000"}, extra...)
 	cmd = exec.Command(e2eBinary(t), args...)
 	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan struct{})
@@ -222,7 +224,8 @@ func TestE2EDev(t *testing.T) {
 	})
 	out := stdout.String()
 	if !strings.Contains(out, "--namesrv "+ns) || !strings.Contains(out, "127.0.0.1:"+strconv.Itoa(base+30)) ||
-		strings.Count(out, "master of broker-") != 2 || strings.Count(out, "slave of broker-") != 2 {
+		strings.Count(out, "master of broker-") != 2 || strings.Count(out, "slave of broker-") != 2 ||
+		!strings.Contains(out, "RocketMQ clients: name server 127.0.0.1:"+strconv.Itoa(base+39)) {
 		t.Fatalf("connection help:\n%s", out)
 	}
 	pids := devPids(stderr.String())

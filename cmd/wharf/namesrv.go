@@ -41,6 +41,9 @@ type namesrvConfig struct {
 	// off) on MetricsHost; an embedded controller shares it.
 	MetricsPort int
 	MetricsHost string
+	// RemotingListenPort serves RocketMQ's clients in RocketMQ's remoting
+	// protocol (0: off): routes that name the brokers' remoting ports.
+	RemotingListenPort int
 }
 
 func defaultNamesrvConfig() namesrvConfig {
@@ -82,6 +85,8 @@ Every setting is a flag named as RocketMQ's namesrv.conf key; no file is needed.
 	f.IntVar(&c.ServerChannelMaxIdleTimeSeconds, "serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds,
 		"close a connection idle that long (0: never)")
 	f.IntVar(&c.MaxFrameSize, "maxFrameSize", c.MaxFrameSize, "largest frame accepted (bytes)")
+	f.IntVar(&c.RemotingListenPort, "remotingListenPort", c.RemotingListenPort,
+		"port for RocketMQ's own clients, in RocketMQ's remoting protocol (0: off); its routes name the brokers' remoting ports")
 	addMetricsFlags(f, &c.MetricsPort, &c.MetricsHost)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -111,7 +116,14 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 		ns.Stop()
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	log.Info("name server started", "listen", srv.Addr(), "brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
+	rmq, err := startNamesrvRemoting(ns, c, limits, log)
+	if err != nil {
+		_ = srv.Stop(context.Background())
+		ns.Stop()
+		return err
+	}
+	log.Info("name server started", "listen", srv.Addr(), "remotingListen", rmq.Addr(),
+		"brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, "pid", os.Getpid())
 	stopController := func() error { return nil }
 	ctlListen := "" // the embedded controller's address, for /status
 	if c.EnableControllerInNamesrv {
@@ -141,11 +153,27 @@ func runNamesrv(ctx context.Context, c namesrvConfig, log *slog.Logger) error {
 	cerr := stopController()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := srv.Stop(stopCtx)
+	err = errors.Join(srv.Stop(stopCtx), rmq.Stop(stopCtx))
 	ns.Stop()
 	if err != nil || cerr != nil {
 		return fmt.Errorf("unclean shutdown: %w", errors.Join(err, cerr))
 	}
 	log.Info("name server stopped cleanly")
 	return nil
+}
+
+// startNamesrvRemoting starts the remoting listener, if configured: the
+// same name server behind RocketMQ's wire (netio.RemotingCodec). Off, it
+// returns a Server that was never started (Addr is empty, Stop a no-op).
+func startNamesrvRemoting(ns *actors.NameServer, c namesrvConfig, limits protocol.Limits, log *slog.Logger) (*netio.Server, error) {
+	if c.RemotingListenPort == 0 {
+		return netio.NewServer(ns, netio.Options{Codec: netio.RemotingCodec{}}), nil
+	}
+	addr := net.JoinHostPort(c.BindAddress, strconv.Itoa(c.RemotingListenPort))
+	rmq := netio.NewServer(ns, netio.Options{Addr: addr, Limits: limits, Logger: log.With("port", "remoting"),
+		Codec: netio.RemotingCodec{}, IdleTimeout: time.Duration(c.ServerChannelMaxIdleTimeSeconds) * time.Second})
+	if err := rmq.Start(); err != nil {
+		return nil, fmt.Errorf("listen for RocketMQ clients on %s: %w", addr, err)
+	}
+	return rmq, nil
 }

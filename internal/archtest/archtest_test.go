@@ -47,9 +47,12 @@ type layer struct {
 // is its folder or a parent of it; a folder with no key fails the test, so a
 // new folder or a new dependency is added here on purpose.
 var layers = map[string]layer{
-	"protocol":  {imports: []string{std, msgpack}},
-	"storage":   {imports: []string{std, xsys, mod("protocol")}},
-	"rebalance": {imports: []string{std, mod("protocol")}},
+	"protocol": {imports: []string{std, msgpack}},
+	// RocketMQ's remoting frame and headers: bytes and codes only, no
+	// msgpack and no Wharf types (netio maps them to Wharf's requests).
+	"protocol/remoting": {imports: []string{std}},
+	"storage":           {imports: []string{std, xsys, mod("protocol")}},
+	"rebalance":         {imports: []string{std, mod("protocol")}},
 	"actors": {imports: []string{std, mod("protocol"), mod("storage"), mod("rebalance"),
 		protoactor, raft, mod("internal/invariant")},
 		// The actors' tests run the broker on virtual time.
@@ -72,7 +75,8 @@ var layers = map[string]layer{
 	// storage.DecodeRecord, the one owner of the record layout; and x/sys,
 	// for the direct socket write of netio/conn.go.
 	"netio": {imports: []string{std, mod("protocol"), mod("actors"), mod("storage"), gnet, xsys},
-		tests: []string{mod("internal/testwait")}},
+		// The remoting listener's tests speak raw frames to a real broker.
+		tests: []string{mod("internal/testwait"), mod("internal/brokertest")}},
 	// The client's tests run against a real broker in-process.
 	"client": {imports: []string{std, mod("protocol"), mod("rebalance")},
 		tests: []string{mod("internal/brokertest"), mod("internal/testwait")}},

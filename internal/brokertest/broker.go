@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,11 @@ type Broker struct {
 
 	mu     sync.Mutex
 	haAddr string // the replication listener's, kept across restarts
-	run    *running
+	// rmqAddr is the RocketMQ remoting listener's (WithRemoting), kept
+	// across restarts; remoting turns it on.
+	rmqAddr  string
+	remoting bool
+	run      *running
 	// noLink refuses a slave's links to its master; links are the ones
 	// open, cut when replication is turned off.
 	noLink bool
@@ -47,8 +52,20 @@ type Broker struct {
 
 // running is one life of the broker, from boot to stop.
 type running struct {
-	b       *actors.Broker
-	srv, ha *netio.Server
+	b            *actors.Broker
+	srv, ha, rmq *netio.Server // rmq: nil unless WithRemoting
+}
+
+// WithRemoting adds a listener speaking RocketMQ's remoting protocol
+// (netio.RemotingCodec), straight to the broker (not through the proxy):
+// see RemotingAddr.
+func WithRemoting() Option { return func(b *Broker) { b.remoting = true } }
+
+// RemotingAddr is the remoting listener's address (WithRemoting).
+func (b *Broker) RemotingAddr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rmqAddr
 }
 
 // Option changes a broker's configuration before it starts.
@@ -191,7 +208,28 @@ func (b *Broker) boot() error {
 	}
 	b.mu.Lock()
 	b.haAddr, b.run = r.ha.Addr(), r
+	b.mu.Unlock()
+	if b.remoting {
+		if err := b.startRemoting(r, ab, limits, quiet); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
 	b.bootMs, b.regSeq = max(time.Now().UnixMilli(), b.bootMs+1), 0
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Broker) startRemoting(r *running, ab *actors.Broker, limits protocol.Limits, log *slog.Logger) error {
+	b.mu.Lock()
+	addr := cmp.Or(b.rmqAddr, "127.0.0.1:0")
+	b.mu.Unlock()
+	r.rmq = netio.NewServer(ab, netio.Options{Addr: addr, Limits: limits, Logger: log, Codec: netio.RemotingCodec{StoreHost: b.cfg.StoreHost}})
+	if err := r.rmq.Start(); err != nil {
+		return fmt.Errorf("brokertest: remoting listener: %w", err)
+	}
+	b.mu.Lock()
+	b.rmqAddr = r.rmq.Addr()
 	b.mu.Unlock()
 	return nil
 }
@@ -277,11 +315,15 @@ func (b *Broker) Stop() {
 	// Both listeners at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := make(chan error, 2)
-	for _, s := range []*netio.Server{r.srv, r.ha} {
+	servers := []*netio.Server{r.srv, r.ha}
+	if r.rmq != nil {
+		servers = append(servers, r.rmq)
+	}
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
 		go func() { errs <- s.Stop(ctx) }()
 	}
-	for range 2 {
+	for range servers {
 		if err := <-errs; err != nil {
 			b.t.Errorf("brokertest: stop listener: %v", err)
 		}

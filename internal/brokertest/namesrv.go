@@ -3,6 +3,7 @@ package brokertest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ type NameServer struct {
 	t     testing.TB
 	ns    *actors.NameServer
 	srv   *netio.Server
+	rmq   *netio.Server // RocketMQ's remoting listener
 	clock *Clock
 	once  sync.Once
 }
@@ -42,12 +44,22 @@ func StartNameServer(t testing.TB) *NameServer {
 		n.ns.Stop()
 		t.Fatal(err)
 	}
+	n.rmq = netio.NewServer(n.ns, netio.Options{Addr: "127.0.0.1:0", Limits: limits, Logger: quiet, Codec: netio.RemotingCodec{}})
+	if err := n.rmq.Start(); err != nil {
+		n.srv.Stop(context.Background())
+		n.ns.Stop()
+		t.Fatal(err)
+	}
 	t.Cleanup(n.Stop)
 	return n
 }
 
 // Addr is the address clients and brokers dial.
 func (n *NameServer) Addr() string { return n.srv.Addr() }
+
+// RemotingAddr is where RocketMQ's clients ask for routes (its remoting
+// listener); the routes name the brokers' RemotingAddr (WithRemoting).
+func (n *NameServer) RemotingAddr() string { return n.rmq.Addr() }
 
 // Clock is the name server's clock: Advance it to expire leases.
 func (n *NameServer) Clock() *Clock { return n.clock }
@@ -58,8 +70,8 @@ func (n *NameServer) Stop() {
 	n.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := n.srv.Stop(ctx); err != nil {
-			n.t.Errorf("brokertest: stop name server listener: %v", err)
+		if err := errors.Join(n.srv.Stop(ctx), n.rmq.Stop(ctx)); err != nil {
+			n.t.Errorf("brokertest: stop name server listeners: %v", err)
 		}
 		if err := n.ns.Stop(); err != nil {
 			n.t.Errorf("brokertest: stop name server: %v", err)
@@ -97,6 +109,7 @@ func (b *Broker) RegisterAs(ns *NameServer, cluster, group string, brokerID int6
 	req := &protocol.RegisterBrokerRequest{
 		BrokerIdentity: protocol.BrokerIdentity{ClusterName: cluster, BrokerName: group, BrokerID: brokerID, BrokerAddr: b.addr},
 		HAServerAddr:   b.haAddr,
+		RemotingAddr:   b.rmqAddr,
 		BrokerRole:     role,
 		DataVersion:    protocol.DataVersion{Timestamp: b.bootMs, Counter: b.regSeq},
 		Topics:         topics.Topics,

@@ -52,6 +52,8 @@ type Config struct {
 	ServerChannelMaxIdleTimeSeconds Seconds `conf:"serverChannelMaxIdleTimeSeconds"`
 	// Wharf only: TCP port of the HTTP server for Prometheus metrics (/metrics) and readiness (/healthz); -1 means listenPort + 3, 0 turns it off.
 	MetricsPort int `conf:"metricsPort"`
+	// Wharf only: TCP port speaking RocketMQ's remoting protocol, for RocketMQ's own clients (0: off); it binds to brokerIP1 and is registered with the name servers.
+	RemotingListenPort int `conf:"remotingListenPort"`
 	// Wharf only: IP address the metrics server binds to (default 127.0.0.1: loopback only; 0.0.0.0 for every interface).
 	MetricsHost string `conf:"metricsHost"`
 

@@ -17,6 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 var zeroDefaults = map[string]bool{
 	"brokerId":                      true, // a master
 	"haListenPort":                  true, // listenPort + 1
+	"remotingListenPort":            true, // RocketMQ's remoting listener is off
 	"haMasterAddress":               true, // masters have none
 	"brokerIP2":                     true, // brokerIP1
 	"namesrvAddr":                   true, // no name server

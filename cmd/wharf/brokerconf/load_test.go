@@ -187,6 +187,8 @@ func TestParseErrors(t *testing.T) {
 		{"every error at once", "listenPort=x\nbrokerId=y\n", []string{"broker.conf:1: listenPort", "broker.conf:2: brokerId"}},
 		{"line of a continued entry", "a=1\nmaxMessageSize=1\\\n  2x\n", []string{`broker.conf:2: maxMessageSize: "12x" is not an integer`}},
 		{"derived port out of range", "listenPort=65535\n", []string{"haListenPort 65536 (listenPort + 1): must be a port 1-65535; set haListenPort"}},
+		{"remoting port out of range", "remotingListenPort=70000\n", []string{"remotingListenPort 70000: must be a port 1-65535, or 0 (off)"}},
+		{"remoting port clash", "listenPort=10911\nremotingListenPort=10912\n", []string{"remotingListenPort 10912: must differ from listenPort, haListenPort"}},
 		{"unsupported mode", "enableDLegerCommitLog=true\n", []string{"broker.conf:1: enableDLegerCommitLog=true is not supported by Wharf"}},
 		{"controller mode without controllers", "enableControllerMode=true\n", []string{"controllerAddr is empty: enableControllerMode needs"}},
 		{"invalid after loading", "brokerRole=SLAVE\n", []string{"brokerId 0: brokerRole=SLAVE needs brokerId>0", "haMasterAddress is empty"}},

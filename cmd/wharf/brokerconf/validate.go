@@ -106,6 +106,13 @@ func (c Config) Validate() error {
 	case m == c.ListenPort || m == c.EffectiveHAListenPort():
 		bad("metricsPort %d: must differ from listenPort and haListenPort", m)
 	}
+	switch r := c.RemotingListenPort; {
+	case r == 0:
+	case !validPort(r):
+		bad("remotingListenPort %d: must be a port 1-65535, or 0 (off)", r)
+	case r == c.ListenPort || r == c.EffectiveHAListenPort() || r == c.EffectiveMetricsPort():
+		bad("remotingListenPort %d: must differ from listenPort, haListenPort and metricsPort", r)
+	}
 	if a, err := netip.ParseAddr(c.MetricsHost); err != nil || a.Zone() != "" {
 		bad("metricsHost %q: must be an IP address such as 127.0.0.1", c.MetricsHost)
 	}
