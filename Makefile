@@ -13,9 +13,12 @@ build:
 # The CI gate: vet, then every test with the race detector off for speed on
 # 2 cores, with a short, meaningful slice of crash loops and simulator seeds.
 # WHARF_REQUIRE_BROWSER=1: the dashboard's browser test fails, rather than
-# skips, without chromium.
+# skips, without chromium. Then the compat module: RocketMQ's own Go client
+# against the wharf binary (its own go.mod, so the broker's module does not
+# depend on it; the first run fetches it through the module proxy).
 test: test-deps vet build
 	WHARF_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 20m $(PKGS)
+	$(MAKE) test-compat
 
 # What the tests need beyond Go: Debian's chromium for the dashboard's
 # browser test (installed with apt-get when missing and root; fails clearly
