@@ -180,6 +180,9 @@ func (n *Node) env() actors.Env {
 		env.Rand = n.rnd
 	}
 	env.Restart = n.restart
+	if n.w.metrics != nil {
+		env.Metrics = nodeMetrics{log: n.w.metrics, node: n.name}
+	}
 	if n.dial != nil {
 		dial := n.dial
 		env.Dial = dial

@@ -156,6 +156,9 @@ type Options struct {
 	Configure func(*Config)
 	// Bug names a planted bug (see Bugs); "" plants none.
 	Bug string
+	// Metrics gives every node a recording Env.Metrics (the broker then
+	// also runs its snapshot actor): Result.Metrics and MetricsHash.
+	Metrics bool
 }
 
 // Result is what one run found.
@@ -165,12 +168,16 @@ type Result struct {
 	Config     string // the topology and swarm configuration (Config.String)
 	Violations []string
 	TraceHash  string
-	SimSeconds float64
-	Steps      int64
-	AcksOK     int64
-	Fsyncs     int64
-	Crashes    int
-	Consumed   int64
+	// Metrics and MetricsHash: what the brokers reported through the
+	// metrics seam (Options.Metrics), the same for the same seed.
+	Metrics     *MetricsTotals
+	MetricsHash string
+	SimSeconds  float64
+	Steps       int64
+	AcksOK      int64
+	Fsyncs      int64
+	Crashes     int
+	Consumed    int64
 	// AckLatency is the broker-side latency of OK send acknowledgements, in
 	// virtual microseconds, and ByMode the same per flush mode and role
 	// (the groups of a run may differ in role).
@@ -326,6 +333,9 @@ func Run(opt Options) (res *Result) {
 // its nodes (not started).
 func newSim(opt Options) (*Sim, error) {
 	w := NewWorld(opt.Seed, opt.Trace)
+	if opt.Metrics {
+		w.metrics = newMetricsLog(w)
+	}
 	sc := ScenarioOf(opt.Seed)
 	if opt.Scenario != "" {
 		var ok bool
@@ -447,6 +457,10 @@ func (s *Sim) finish() *Result {
 	}
 	s.res.Violations = append(s.res.Violations, w.violation...)
 	s.res.TraceHash = w.TraceHash()
+	if w.metrics != nil {
+		t := w.metrics.totals
+		s.res.Metrics, s.res.MetricsHash = &t, w.metrics.Hash()
+	}
 	s.res.SimSeconds = w.Now().Sub(Epoch).Seconds()
 	s.res.Steps = w.loop.Steps()
 	for _, g := range s.groups {

@@ -36,6 +36,7 @@ type World struct {
 	traceOut  io.Writer
 	traceN    int64
 	violation []string
+	metrics   *metricsLog // Options.Metrics: every broker reports here
 }
 
 // NewWorld makes a world for seed.
