@@ -170,6 +170,11 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 		w.Tracef("fault: disk stall on %s for %v", c.name, d)
 		c.stallUntil = maxTime(c.stallUntil, w.Now().Add(d))
 	case FaultFsyncError:
+		if !n.up {
+			// Down (killed, not yet back): its restart must not meet a
+			// broken disk that no operator then restarts it from.
+			break
+		}
 		w.Tracef("fault: fsync errors on %s", n.name)
 		n.failFsync = true
 		// An operator restarts the broker process; the page cache stays.

@@ -46,6 +46,9 @@ func (s *Sim) inject(g *brokerGroup, f Fault) {
 		}
 		s.crashAndRestart(g, opts, time.Duration(50+w.rng.Intn(500))*time.Millisecond)
 	case FaultFsyncError:
+		if !n.up {
+			break // as in controller mode (injectCtl)
+		}
 		w.Tracef("fault: fsync errors on %s", n.name)
 		n.failFsync = true
 		// An operator notices and restarts the broker; the disk works again.
