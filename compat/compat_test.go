@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -38,28 +37,8 @@ var wharfBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// freePorts picks ports below the ephemeral range, where no outgoing
-// connection takes one between the probe and the daemon's bind.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt > 1000 {
-			t.Fatal("no free loopback port below the ephemeral range")
-		}
-		p := 20000 + rand.IntN(12000)
-		if slices.Contains(ports, p) {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		defer l.Close()
-		ports = append(ports, p)
-	}
-	return ports
-}
+// freePorts picks ports below the ephemeral range (brokertest.FreePorts).
+func freePorts(t *testing.T, n int) []int { return brokertest.FreePorts(t, n) }
 
 // daemon runs the wharf binary with args until the test ends.
 func daemon(t *testing.T, args ...string) *bytes.Buffer {

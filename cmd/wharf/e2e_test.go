@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/internal/testwait"
+	"github.com/wharfmq/wharf/internal/brokertest"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -111,32 +111,8 @@ type e2eBroker struct {
 }
 
 // e2eFreePorts returns n distinct loopback ports that were free a moment
-// ago.
-//
-// The ports come from below the kernel's ephemeral range (32768 and up on
-// Linux), where no outgoing connection takes a local port and no :0
-// listener lands: a port picked there once lost the race to the local port
-// of some other test's connection before the daemon bound it.
-func e2eFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt > 1000 {
-			t.Fatal("no free loopback port below the ephemeral range")
-		}
-		p := 20000 + rand.IntN(12000)
-		if slices.Contains(ports, p) {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // taken
-		}
-		defer l.Close()
-		ports = append(ports, p)
-	}
-	return ports
-}
+// ago, from below the kernel's ephemeral range (brokertest.FreePorts).
+func e2eFreePorts(t *testing.T, n int) []int { return brokertest.FreePorts(t, n) }
 
 // startBroker starts a broker on store dir with extra flags and waits until
 // it accepts connections. Each start picks new ports (a port freed by a

@@ -57,7 +57,7 @@ func StartControllers(t testing.TB, n int) *Controllers {
 	t.Helper()
 	c := &Controllers{t: t}
 	peers := map[uint64]string{}
-	for i, p := range freePorts(t, n) {
+	for i, p := range FreePorts(t, n) {
 		id := uint64(i + 1)
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 		peers[id] = addr
@@ -148,33 +148,6 @@ func (c *Controllers) stopAll() {
 	for i := range c.nodes {
 		c.Stop(i)
 	}
-}
-
-// freePorts are n loopback ports free now, drawn from 20000-31999: below
-// Linux's ephemeral range, so no outgoing connection takes one between
-// the probe and the bind.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt > 1000 {
-			t.Fatal("brokertest: no free loopback port below the ephemeral range")
-		}
-		p := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // taken
-		}
-		l.Close()
-		dup := false
-		for _, q := range ports {
-			dup = dup || q == p
-		}
-		if !dup {
-			ports = append(ports, p)
-		}
-	}
-	return ports
 }
 
 // Join registers a replica of group with the leader and sends it one
