@@ -46,11 +46,13 @@ func (c *Core) designate(g *group, now time.Time, id int64) choice {
 			continue
 		}
 		inSet := slices.Contains(g.set, id)
+		// An operator's choice is taken knowing the broker's log may
+		// lack acknowledged messages: it takes the role (and that risk).
 		switch {
 		case g.masterEpoch == 0 || inSet:
-			return choice{id: id, ok: true}
+			return choice{id: id, lacking: x.mayLackAcked, ok: true}
 		case c.cfg.ElectUnclean:
-			return choice{id: id, unclean: true, ok: true}
+			return choice{id: id, unclean: true, lacking: x.mayLackAcked, ok: true}
 		}
 	}
 	return choice{}
