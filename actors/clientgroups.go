@@ -53,11 +53,14 @@ func (r *groupRouter) clientHeartbeat(ctx actor.Context, m *groupReq, req *proto
 			groups = append(groups, g)
 		}
 	}
-	if len(groups) > 0 && req.ClientID != "" && m.conn != nil {
-		r.cs.conns[m.conn.ID()] = m.conn
-		r.clientRun(ctx, r.cs.t.Heartbeat(r.k.now(), req.ClientID, m.conn.ID(), groups))
+	if len(groups) == 0 || req.ClientID == "" || m.conn == nil {
+		r.k.respond(m.request, protocol.StatusOK, "", nil)
+		return
 	}
-	r.k.respond(m.request, protocol.StatusOK, "", nil)
+	r.cs.conns[m.conn.ID()] = m.conn
+	rd := r.cs.t.Heartbeat(r.k.now(), req.ClientID, m.conn.ID(), groups)
+	r.k.respond(m.request, protocol.StatusOK, "", nil) // answered before the notices
+	r.clientRun(ctx, rd)
 }
 
 // wharfRefused answers a Wharf heartbeat that names a client-coordinated
