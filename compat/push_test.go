@@ -3,6 +3,9 @@ package compat
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -205,8 +208,13 @@ func TestGoPushConsumerBroadcasting(t *testing.T) {
 	defer cancel()
 	pushSetup(ctx, t, c, "bcast")
 	r := newReceived()
+	// A broadcasting consumer keeps its offsets in a local file named by
+	// group and client id (the Go client's, under $HOME): a group of this
+	// run only, its files removed after it.
+	group := fmt.Sprintf("bcast-cg-%d", rand.Int64())
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(os.Getenv("HOME"), ".rocketmq_client_go", group)) })
 	for _, in := range []string{"one", "two"} {
-		startPush(t, c, "bcast", "bcast-cg", in, recorder(r, in), consumer.WithConsumerModel(consumer.BroadCasting))
+		startPush(t, c, "bcast", group, in, recorder(r, in), consumer.WithConsumerModel(consumer.BroadCasting))
 	}
 	bodies := sendBodies(ctx, t, newRMQProducer(t, c, "bcast-pg"), "bcast", "b", 20)
 	waitAll(ctx, t, "every message consumed by both", func() bool { return r.byEach(bodies, "one", "two") })
@@ -225,4 +233,111 @@ func (r *received) byEach(bodies []string, instances ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestGoPushConsumerOrderly: an orderly consumer (it locks its queues
+// with LOCK_BATCH_MQ before pulling them) consumes each queue in the order
+// sent. One consumer: the Go client does not unlock a queue it gives up in
+// a rebalance (its removeUnnecessaryMessageQueue leaves orderly queues as a
+// TODO), so a second orderly member gets its half only once the first's
+// locks expire, 60 s later (RocketMQ's broker behaves the same); the lock
+// table's hand-over is tested on the broker's side (netio, actors).
+func TestGoPushConsumerOrderly(t *testing.T) {
+	rlog.SetLogLevel("error")
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	pushSetup(ctx, t, c, "orderly")
+	r := newReceived()
+	startPush(t, c, "orderly", "orderly-cg", "one", recorder(r, "one"), consumer.WithConsumerOrder(true))
+	p := newRMQProducer(t, c, "orderly-pg", producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	const perQueue = 15
+	var bodies []string
+	for i := range perQueue {
+		for q := range 4 {
+			m := primitive.NewMessage("orderly", []byte(fmt.Sprintf("q%d-%d", q, i)))
+			m.WithProperty("SEQ", strconv.Itoa(i))
+			m.Queue = &primitive.MessageQueue{Topic: "orderly", BrokerName: "broker-a", QueueId: q}
+			if _, err := sendUntilRouted(ctx, p, m); err != nil {
+				t.Fatal(err)
+			}
+			bodies = append(bodies, string(m.Body))
+		}
+	}
+	waitAll(ctx, t, "every message consumed", func() bool { all, _ := r.has(bodies); return all })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for q := range 4 {
+		seqs := r.queue[q]
+		for i, seq := range seqs {
+			if seq != i {
+				t.Fatalf("queue %d consumed as %v, sent 0 … %d in order", q, seqs, perQueue-1)
+			}
+		}
+	}
+}
+
+// TestGoPushConsumerRetryAndDLQ: a handler that returns ConsumeRetryLater
+// gets the message again from %RETRY%group (given back with
+// CONSUMER_SEND_MSG_BACK), and after maxReconsumeTimes it lands in
+// %DLQ%group, where Wharf's client reads it.
+func TestGoPushConsumerRetryAndDLQ(t *testing.T) {
+	rlog.SetLogLevel("error")
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	// The retry topic exists before the consumer starts, so that its first
+	// route lookup finds it (a RocketMQ client looks again only every 30 s).
+	pushSetup(ctx, t, c, "retry", protocol.RetryTopic("retry-cg"))
+	const maxReconsume = 2
+	var mu sync.Mutex
+	var deliveries []int32 // the reconsume count of each delivery
+	startPush(t, c, "retry", "retry-cg", "one", func(ctx context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			if string(m.Body) == "fails" {
+				deliveries = append(deliveries, m.ReconsumeTimes)
+			}
+		}
+		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+			cc.DelayLevelWhenNextConsume = 1 // 1 s, not the default 10 s and up
+		}
+		return consumer.ConsumeRetryLater, nil
+	}, consumer.WithMaxReconsumeTimes(maxReconsume))
+	p := newRMQProducer(t, c, "retry-pg")
+	res, err := sendUntilRouted(ctx, p, primitive.NewMessage("retry", []byte("fails")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := readDLQ(ctx, t, c.brokerAddr, protocol.DLQTopic("retry-cg"))
+	if string(dlq.Body) != "fails" || dlq.Property("UNIQ_KEY") != res.MsgID || dlq.Property(protocol.PropertyRetryTopic) != "retry" {
+		t.Fatalf("dead letter %q uniq %q retry topic %q; sent %s", dlq.Body, dlq.Property("UNIQ_KEY"), dlq.Property(protocol.PropertyRetryTopic), res.MsgID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deliveries) != 1+maxReconsume || deliveries[0] != 0 || deliveries[len(deliveries)-1] != maxReconsume {
+		t.Fatalf("deliveries with reconsume counts %v; want 0 … %d", deliveries, maxReconsume)
+	}
+}
+
+// readDLQ waits for the first message of a dead-letter topic (created when
+// the first dead letter comes) and reads it with Wharf's client.
+func readDLQ(ctx context.Context, t *testing.T, addr, topic string) protocol.MessageExt {
+	t.Helper()
+	pc, err := client.NewPullConsumer(addr, "dlq-reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for {
+		r, err := pc.Pull(ctx, topic, 0, 0, 1, client.PullOptions{Suspend: time.Second})
+		if err == nil && len(r.Messages) > 0 {
+			return r.Messages[0]
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("nothing in %s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
