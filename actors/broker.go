@@ -348,6 +348,8 @@ func (b *Broker) route(r *request, req protocol.Request) {
 		b.queueOffset(r, m.Topic, m.QueueID, true)
 	case *protocol.GetMinOffsetRequest:
 		b.queueOffset(r, m.Topic, m.QueueID, false)
+	case *protocol.SearchOffsetRequest:
+		b.searchOffset(r, m)
 	case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
 		b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 	case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:

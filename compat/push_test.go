@@ -341,3 +341,28 @@ func readDLQ(ctx context.Context, t *testing.T, addr, topic string) protocol.Mes
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestGoPushConsumerFromTimestamp: a new group consuming from a time
+// (CONSUME_FROM_TIMESTAMP, answered by SEARCH_OFFSET_BY_TIMESTAMP) gets what
+// was stored from then on, not what came before.
+func TestGoPushConsumerFromTimestamp(t *testing.T) {
+	rlog.SetLogLevel("error")
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pushSetup(ctx, t, c, "since")
+	p := newRMQProducer(t, c, "since-pg")
+	old := sendBodies(ctx, t, p, "since", "old", 8)
+	// The client names the time in whole seconds: the next second, once
+	// the clock is past it.
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	waitAll(ctx, t, "the clock past the next second", func() bool { return time.Now().After(from.Add(10 * time.Millisecond)) })
+	fresh := sendBodies(ctx, t, p, "since", "new", 8)
+	r := newReceived()
+	startPush(t, c, "since", "since-cg", "one", recorder(r, "one"), consumer.WithConsumeFromWhere(consumer.ConsumeFromTimestamp),
+		consumer.WithConsumeTimestamp(from.UTC().Format("20060102150405")))
+	waitAll(ctx, t, "every message since the time consumed", func() bool { all, _ := r.has(fresh); return all })
+	if _, per := r.has(old); per["one"] > 0 {
+		t.Fatalf("%d messages from before the time consumed", per["one"])
+	}
+}

@@ -228,8 +228,9 @@ func TestTranslateHeartbeat(t *testing.T) {
 	}
 }
 
-// TestTranslateClientGroups: GET_CONSUMER_LIST_BY_GROUP and the lock
-// requests, with the Go client's bodies (lockBatchRequestBody).
+// TestTranslateClientGroups: GET_CONSUMER_LIST_BY_GROUP, the lock
+// requests, with the Go client's bodies (lockBatchRequestBody), and
+// SEARCH_OFFSET_BY_TIMESTAMP.
 func TestTranslateClientGroups(t *testing.T) {
 	qs := []protocol.BrokerQueue{{Topic: "t", BrokerName: "broker-a", QueueID: 0}, {Topic: "t", BrokerName: "broker-a", QueueID: 3}}
 	body := `{"consumerGroup":"og","clientId":"10.0.0.1@7","mqSet":[{"topic":"t","brokerName":"broker-a","queueId":0},{"topic":"t","brokerName":"broker-a","queueId":3}]}`
@@ -240,6 +241,8 @@ func TestTranslateClientGroups(t *testing.T) {
 	}{
 		{remoting.Command{Code: remoting.GetConsumerListByGroup, ExtFields: map[string]string{"consumerGroup": "cg"}},
 			protocol.CodeGetConsumerListByGroup, &protocol.GetConsumerListRequest{Group: "cg"}},
+		{remoting.Command{Code: remoting.SearchOffsetByTimestamp, ExtFields: map[string]string{"topic": "t", "queueId": "3", "timestamp": "1700000000123"}},
+			protocol.CodeSearchOffsetByTimestamp, &protocol.SearchOffsetRequest{Topic: "t", QueueID: 3, Timestamp: 1700000000123}},
 		{remoting.Command{Code: remoting.LockBatchMQ, Body: []byte(body)},
 			protocol.CodeLockBatchMQ, &protocol.LockBatchRequest{Group: "og", ClientID: "10.0.0.1@7", Queues: qs}},
 		{remoting.Command{Code: remoting.UnlockBatchMQ, Body: []byte(body)},

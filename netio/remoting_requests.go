@@ -116,6 +116,8 @@ func headerRequest(code int32, e *ext, storeHost netip.AddrPort) (protocol.Reque
 		req = &protocol.ViewMessageRequest{MsgID: protocol.OffsetMsgID(storeHost, e.i64("offset"))}
 	case remoting.GetMaxOffset:
 		req = &protocol.GetMaxOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
+	case remoting.SearchOffsetByTimestamp:
+		req = &protocol.SearchOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId"), Timestamp: e.i64("timestamp")}
 	case remoting.GetMinOffset:
 		req = &protocol.GetMinOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
 	case remoting.ConsumerSendMsgBack:
