@@ -75,7 +75,7 @@ func (r *groupRouter) wharfRefused(m *groupReq, req *protocol.HeartbeatRequest) 
 		}
 	}
 	for _, g := range req.ConsumerGroups {
-		if g.Group != "" {
+		if g.Group != "" && req.ClientID != "" { // as the coordinators take them
 			r.cs.wharf[g.Group] = true
 		}
 	}
