@@ -97,7 +97,7 @@ func pushSetup(ctx context.Context, t *testing.T, c cluster, topics ...string) {
 }
 
 func startPush(t *testing.T, c cluster, topic, group, instance string, handler func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error),
-	opts ...consumer.Option) {
+	opts ...consumer.Option) (shutdown func()) {
 	t.Helper()
 	opts = append([]consumer.Option{consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{c.nsRemoting})),
 		consumer.WithGroupName(group), consumer.WithInstance(instance), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}, opts...)
@@ -111,7 +111,10 @@ func startPush(t *testing.T, c cluster, topic, group, instance string, handler f
 	if err := pc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pc.Shutdown() })
+	var once sync.Once
+	shutdown = func() { once.Do(func() { pc.Shutdown() }) }
+	t.Cleanup(shutdown)
+	return shutdown
 }
 
 func newRMQProducer(t *testing.T, c cluster, group string, opts ...producer.Option) interface {
@@ -170,7 +173,7 @@ func recorder(r *received, instance string) func(context.Context, ...*primitive.
 
 // TestGoPushConsumerClustering: two push consumers of one group split the
 // topic's queues (each consumes part of what is sent) and together consume
-// every message at least once.
+// every message at least once; when one stops, the other takes its queues.
 func TestGoPushConsumerClustering(t *testing.T) {
 	rlog.SetLogLevel("error")
 	c := startCluster(t)
@@ -179,7 +182,7 @@ func TestGoPushConsumerClustering(t *testing.T) {
 	pushSetup(ctx, t, c, "push")
 	r := newReceived()
 	startPush(t, c, "push", "push-cg", "one", recorder(r, "one"))
-	startPush(t, c, "push", "push-cg", "two", recorder(r, "two"))
+	stopTwo := startPush(t, c, "push", "push-cg", "two", recorder(r, "two"))
 	p := newRMQProducer(t, c, "push-pg")
 	var bodies []string
 	// Send in rounds until both have consumed some: the second member's
@@ -190,13 +193,19 @@ func TestGoPushConsumerClustering(t *testing.T) {
 		waitAll(ctx, t, "every message consumed", func() bool { all, _ := r.has(bodies); return all })
 		if _, per := r.has(bodies); per["one"] > 0 && per["two"] > 0 {
 			t.Logf("%d messages in %d rounds: %v, %d duplicates", len(bodies), round+1, per, r.duplicates())
-			return
+			break
 		}
 		if ctx.Err() != nil {
 			_, per := r.has(bodies)
 			t.Fatalf("the queues were never split: %v", per)
 		}
 	}
+	// "two" stops: its connection closes, the broker notifies "one", which
+	// takes every queue (and consumes what "two" left uncommitted again).
+	stopTwo()
+	after := sendBodies(ctx, t, p, "push", "after", 16)
+	waitAll(ctx, t, "every message after the stop consumed by the remaining member", func() bool { return r.byEach(after, "one") })
+	t.Logf("after the stop: %d duplicates in all", r.duplicates())
 }
 
 // TestGoPushConsumerBroadcasting: every broadcasting consumer gets every
