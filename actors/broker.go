@@ -348,6 +348,8 @@ func (b *Broker) route(r *request, req protocol.Request) {
 		b.queueOffset(r, m.Topic, m.QueueID, true)
 	case *protocol.GetMinOffsetRequest:
 		b.queueOffset(r, m.Topic, m.QueueID, false)
+	case *protocol.SearchOffsetRequest:
+		b.searchOffset(r, m)
 	case *protocol.QueryConsumerOffsetRequest, *protocol.UpdateConsumerOffsetRequest, *protocol.GetConsumerOffsetsRequest:
 		b.sys.Root.Send(b.p.offsets, &offsetMsg{request: r, req: req})
 	case *protocol.CreateTopicRequest, *protocol.UpdateTopicRequest, *protocol.DeleteTopicRequest, *protocol.ListTopicsRequest:
@@ -361,7 +363,8 @@ func (b *Broker) route(r *request, req protocol.Request) {
 		b.sys.Root.Send(b.p.role, &roleMsg{request: r, req: m})
 	case *protocol.GetBrokerRuntimeInfoRequest:
 		b.respond(r, protocol.StatusOK, "", b.runtimeInfo())
-	case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest:
+	case *protocol.HeartbeatRequest, *protocol.UnregisterClientRequest, *protocol.DescribeConsumerGroupRequest, *protocol.GetConsumerGroupsRequest,
+		*protocol.ClientHeartbeatRequest, *protocol.GetConsumerListRequest, *protocol.LockBatchRequest:
 		b.sys.Root.Send(b.p.groups, &groupReq{request: r, req: req})
 	default:
 		b.respond(r, protocol.StatusRequestCodeNotSupported, fmt.Sprintf("request %v not supported", r.code), nil)
@@ -378,10 +381,15 @@ func (b *Broker) Connected(Conn) {
 
 // Disconnected implements Handler. Held pulls of the connection expire on
 // their own; writes to a closed connection are dropped by the transport.
-func (b *Broker) Disconnected(Conn) {
+// The groups router hears of it: the client-coordinated members the
+// connection carried leave at once.
+func (b *Broker) Disconnected(c Conn) {
 	b.stats.conns.Add(-1)
 	if b.k != nil {
 		b.k.metrics.Connections(-1)
+	}
+	if b.p.groups != nil {
+		b.sys.Root.Send(b.p.groups, &connClosed{id: c.ID()})
 	}
 }
 

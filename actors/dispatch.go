@@ -65,6 +65,10 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 		d.pull(ctx, m)
 	case *scheduleScan:
 		d.scheduleScan(ctx, m)
+	case *searchMsg:
+		lo, hi := d.store.ConsumeQueueBounds(d.key)
+		off := dispatch.SearchOffset(lo, hi, m.req.Timestamp, d.storeTime)
+		d.k.respond(m.request, protocol.StatusOK, "", &protocol.OffsetResponse{Offset: off})
 	case *ageQuery:
 		if ms, ok := d.storeTime(m.offset); ok {
 			ctx.Send(m.replyTo, &ageReply{group: m.group, key: d.key, storeMs: ms})
@@ -209,6 +213,21 @@ func (b *Broker) routePull(r *request, m *protocol.PullRequest) {
 		return
 	}
 	b.sys.Root.Send(b.p.reput, &pullMsg{request: r, req: m})
+}
+
+// searchMsg is SEARCH_OFFSET_BY_TIMESTAMP, for the queue's dispatch actor
+// (through reput, which starts it if need be).
+type searchMsg struct {
+	*request
+	req *protocol.SearchOffsetRequest
+}
+
+func (b *Broker) searchOffset(r *request, m *protocol.SearchOffsetRequest) {
+	if st, remark := b.v.readTopics().Read(m.Topic, m.QueueID, false); st != protocol.StatusOK {
+		b.respond(r, st, remark, nil)
+		return
+	}
+	b.sys.Root.Send(b.p.reput, &searchMsg{request: r, req: m})
 }
 
 // queueOffset answers GET_MIN_OFFSET (max false) or GET_MAX_OFFSET from the

@@ -31,12 +31,13 @@
 //	                                 ha.Replicator         a master's slaves: divergence check, streaming, acks
 //	role.go         role             validRole             the broker's role; runs the delay scheduler on a master
 //	reput.go        reput            dispatch.Reput        what is visible (controller mode: below the confirm offset), which queue gets which record, checkpoints
-//	dispatch.go     dispatch (1/q)   dispatch.Queue        pulls, long polls, read checks (dispatch.Topics)
+//	dispatch.go     dispatch (1/q)   dispatch.Queue        pulls, long polls, read checks (dispatch.Topics), SEARCH_OFFSET_BY_TIMESTAMP
 //	index.go        index            dispatch.Index/Query  index flush cadence, QUERY_MESSAGE limits
 //	topics.go       topics           meta.Topics           the topic table, topics.json
 //	deltopic.go     writer, reput    storage.Deleted       a deleted topic's watermark, its queues dropped
 //	offsets.go      offsets          meta.Offsets          consumer offsets, consumerOffset.json, commit acks
 //	groups.go       groups (1/group) rebalance.Coordinator membership, allocation, hand-over
+//	clientgroups.go groups           clientgroups.Table    client-coordinated groups (RocketMQ's clients): members, expiry, notices, queue locks; refusing a group of both kinds
 //	scheduler.go    scheduler        delay.Scheduler       re-storing due delayed messages, delayOffset.json
 //	retry.go        (transport)      delay.Decide          CONSUMER_SEND_MSG_BACK: retry topic or dead letters
 //	registrar.go    registrar        register.Registrar    registering with the name servers: when, what, backoff, unregister

@@ -84,6 +84,7 @@ type groupRouter struct {
 	sums     map[string]groupSummary
 	aggs     map[int64]*hbAgg
 	nextAgg  int64
+	cs       clientSide // the client-coordinated groups (clientgroups.go)
 }
 
 type hbAgg struct {
@@ -96,6 +97,7 @@ func (r *groupRouter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.groups, r.sums, r.aggs = map[string]*actor.PID{}, map[string]groupSummary{}, map[int64]*hbAgg{}
+		r.cs = newClientSide()
 	case *groupReq:
 		r.handle(ctx, m)
 	case *memberAssign:
@@ -114,9 +116,13 @@ func (r *groupRouter) Receive(ctx actor.Context) {
 	case *groupChanged:
 		if m.sum.Members == 0 {
 			delete(r.sums, m.sum.Group)
+			delete(r.cs.wharf, m.sum.Group)
 		} else {
 			r.sums[m.sum.Group] = m.sum
+			r.cs.wharf[m.sum.Group] = true
 		}
+	default:
+		r.clientMsg(ctx, m)
 	}
 }
 
@@ -148,6 +154,9 @@ func (r *groupRouter) group(ctx actor.Context, name string) *actor.PID {
 func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
 	switch req := m.req.(type) {
 	case *protocol.HeartbeatRequest:
+		if r.wharfRefused(m, req) {
+			return
+		}
 		resp := protocol.HeartbeatResponse{HeartbeatIntervalMillis: r.interval.Milliseconds()}
 		var groups []protocol.ConsumerGroupInfo
 		for _, g := range req.ConsumerGroups {
@@ -175,6 +184,7 @@ func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
 				ctx.Send(r.groups[name], &memberLeave{clientID: req.ClientID})
 			}
 		}
+		r.clientRun(ctx, r.cs.t.Unregister(req.ClientID, req.Group))
 		r.k.respond(m.request, protocol.StatusOK, "", nil)
 	case *protocol.DescribeConsumerGroupRequest:
 		pid, ok := r.groups[req.Group]
@@ -190,6 +200,10 @@ func (r *groupRouter) handle(ctx actor.Context, m *groupReq) {
 		}
 		sort.Slice(list, func(i, j int) bool { return list[i].Group < list[j].Group })
 		ctx.Send(r.p.offsets, &fillOffsets{request: m.request, list: list})
+	case *protocol.ClientHeartbeatRequest:
+		r.clientHeartbeat(ctx, m, req)
+	default:
+		r.clientRequest(m)
 	}
 }
 

@@ -109,6 +109,8 @@ func (r *reputActor) Receive(ctx actor.Context) {
 		r.dispatch(ctx)
 	case *pullMsg:
 		r.toQueue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}, m)
+	case *searchMsg:
+		r.toQueue(ctx, storage.QueueKey{Topic: m.req.Topic, QueueID: m.req.QueueID}, m)
 	case *ageQuery:
 		if pid, ok := r.queues[m.key]; ok {
 			ctx.Send(pid, m) // a queue not started has no message to date

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -218,6 +219,10 @@ func fieldsAnswer(cmd *remoting.Command, f protocol.Fields) error {
 		cmd.Body, err = topicListBody(m)
 	case *protocol.TopicListResponse:
 		cmd.Body, err = topicConfigBody(m)
+	case *protocol.ConsumerListResponse:
+		cmd.Body, err = consumerListBody(m)
+	case *protocol.LockBatchResponse:
+		cmd.Body, err = lockedBody(m)
 	}
 	// Everything else (a heartbeat's assignments, a topic's config) has
 	// no RocketMQ form: the code says all a RocketMQ client reads.
@@ -225,3 +230,25 @@ func fieldsAnswer(cmd *remoting.Command, f protocol.Fields) error {
 }
 
 func itoa(v int32) string { return strconv.FormatInt(int64(v), 10) }
+
+// consumerListBody is GetConsumerListByGroupResponseBody.
+func consumerListBody(m *protocol.ConsumerListResponse) ([]byte, error) {
+	ids := m.ClientIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	return json.Marshal(struct {
+		IDs []string `json:"consumerIdList"`
+	}{ids})
+}
+
+// lockedBody is LockBatchResponseBody.
+func lockedBody(m *protocol.LockBatchResponse) ([]byte, error) {
+	qs := make([]rmqQueue, 0, len(m.Locked))
+	for _, q := range m.Locked {
+		qs = append(qs, rmqQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+	}
+	return json.Marshal(struct {
+		MQs []rmqQueue `json:"lockOKMQSet"`
+	}{qs})
+}

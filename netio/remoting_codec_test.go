@@ -216,13 +216,71 @@ func TestTranslateHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The consumer groups stay out of Wharf's coordinator (see heartbeatRequest).
-	want := &protocol.HeartbeatRequest{ClientID: "10.0.0.1@123", ProducerGroups: []string{"pg"}}
+	// A client-coordinated heartbeat: its groups stay out of Wharf's coordinator.
+	want := &protocol.ClientHeartbeatRequest{ClientID: "10.0.0.1@123", ProducerGroups: []string{"pg"},
+		ConsumerGroups: []protocol.ConsumerGroupInfo{{Group: "cg", MessageModel: "CLUSTERING", ConsumeFromWhere: "FIRST_OFFSET",
+			Subscriptions: []protocol.Subscription{{Topic: "demo", Expression: "a || b"}}}}}
 	if !reflect.DeepEqual(req, want) {
 		t.Fatalf("got %+v\nwant %+v", req, want)
 	}
 	if _, _, err := translateRequest(&remoting.Command{Code: remoting.HeartBeat, Body: []byte("{")}, protocol.Limits{}, netip.AddrPort{}); err == nil {
 		t.Fatal("bad heartbeat JSON accepted")
+	}
+}
+
+// TestTranslateClientGroups: GET_CONSUMER_LIST_BY_GROUP, the lock
+// requests, with the Go client's bodies (lockBatchRequestBody), and
+// SEARCH_OFFSET_BY_TIMESTAMP.
+func TestTranslateClientGroups(t *testing.T) {
+	qs := []protocol.BrokerQueue{{Topic: "t", BrokerName: "broker-a", QueueID: 0}, {Topic: "t", BrokerName: "broker-a", QueueID: 3}}
+	body := `{"consumerGroup":"og","clientId":"10.0.0.1@7","mqSet":[{"topic":"t","brokerName":"broker-a","queueId":0},{"topic":"t","brokerName":"broker-a","queueId":3}]}`
+	cases := []struct {
+		cmd  remoting.Command
+		code protocol.Code
+		want protocol.Request
+	}{
+		{remoting.Command{Code: remoting.GetConsumerListByGroup, ExtFields: map[string]string{"consumerGroup": "cg"}},
+			protocol.CodeGetConsumerListByGroup, &protocol.GetConsumerListRequest{Group: "cg"}},
+		{remoting.Command{Code: remoting.SearchOffsetByTimestamp, ExtFields: map[string]string{"topic": "t", "queueId": "3", "timestamp": "1700000000123"}},
+			protocol.CodeSearchOffsetByTimestamp, &protocol.SearchOffsetRequest{Topic: "t", QueueID: 3, Timestamp: 1700000000123}},
+		{remoting.Command{Code: remoting.LockBatchMQ, Body: []byte(body)},
+			protocol.CodeLockBatchMQ, &protocol.LockBatchRequest{Group: "og", ClientID: "10.0.0.1@7", Queues: qs}},
+		{remoting.Command{Code: remoting.UnlockBatchMQ, Body: []byte(body)},
+			protocol.CodeUnlockBatchMQ, &protocol.LockBatchRequest{Group: "og", ClientID: "10.0.0.1@7", Queues: qs, Unlock: true}},
+	}
+	for _, c := range cases {
+		code, req, err := translateRequest(&c.cmd, protocol.Limits{}, netip.AddrPort{})
+		if err != nil || code != c.code || !reflect.DeepEqual(req, c.want) || req.RequestCode() != c.code {
+			t.Errorf("code %d: %v %+v %v\nwant %v %+v", c.cmd.Code, code, req, err, c.code, c.want)
+		}
+	}
+	for _, bad := range []string{"", "[", `{"mqSet":[{"queueId":"x"}]}`} {
+		_, _, err := translateRequest(&remoting.Command{Code: remoting.LockBatchMQ, Body: []byte(bad)}, protocol.Limits{}, netip.AddrPort{})
+		if !errors.Is(err, protocol.ErrInvalidParameter) {
+			t.Errorf("lock body %q: %v, want INVALID_PARAMETER", bad, err)
+		}
+	}
+}
+
+// TestClientGroupAnswers: the bodies the Go client parses (consumerIdList
+// with gjson, lockOKMQSet into primitive.MessageQueue).
+func TestClientGroupAnswers(t *testing.T) {
+	var codec RemotingCodec
+	cases := []struct {
+		f    protocol.Fields
+		want string
+	}{
+		{&protocol.ConsumerListResponse{ClientIDs: []string{"a@1", "b@2"}}, `{"consumerIdList":["a@1","b@2"]}`},
+		{&protocol.ConsumerListResponse{}, `{"consumerIdList":[]}`},
+		{&protocol.LockBatchResponse{Locked: []protocol.BrokerQueue{{Topic: "t", BrokerName: "broker-a", QueueID: 2}}},
+			`{"lockOKMQSet":[{"topic":"t","brokerName":"broker-a","queueId":2}]}`},
+		{&protocol.LockBatchResponse{}, `{"lockOKMQSet":[]}`},
+	}
+	for _, c := range cases {
+		a := decodeAnswer(t, codec.AppendResponse(nil, &actors.Response{Code: 38, Opaque: 3, Status: protocol.StatusOK, Fields: c.f}))
+		if a.Code != remoting.Success || a.Opaque != 3 || string(a.Body) != c.want {
+			t.Errorf("%T: code %d opaque %d body %s, want %s", c.f, a.Code, a.Opaque, a.Body, c.want)
+		}
 	}
 }
 

@@ -79,6 +79,8 @@ func translateRequest(cmd *remoting.Command, lim protocol.Limits, storeHost neti
 		req = pullRequest(e)
 	case remoting.HeartBeat:
 		req, err = heartbeatRequest(cmd.Body)
+	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
+		req, err = lockBatchRequest(cmd.Body, cmd.Code == remoting.UnlockBatchMQ)
 	default:
 		req, err = headerRequest(cmd.Code, e, storeHost)
 	}
@@ -114,11 +116,15 @@ func headerRequest(code int32, e *ext, storeHost netip.AddrPort) (protocol.Reque
 		req = &protocol.ViewMessageRequest{MsgID: protocol.OffsetMsgID(storeHost, e.i64("offset"))}
 	case remoting.GetMaxOffset:
 		req = &protocol.GetMaxOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
+	case remoting.SearchOffsetByTimestamp:
+		req = &protocol.SearchOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId"), Timestamp: e.i64("timestamp")}
 	case remoting.GetMinOffset:
 		req = &protocol.GetMinOffsetRequest{Topic: e.str("topic"), QueueID: e.i32("queueId")}
 	case remoting.ConsumerSendMsgBack:
 		req = &protocol.ConsumerSendMsgBackRequest{Group: e.str("group"), CommitLogOffset: e.i64("offset"),
 			DelayLevel: e.i32("delayLevel"), MaxReconsumeTimes: e.i32("maxReconsumeTimes")}
+	case remoting.GetConsumerListByGroup:
+		req = &protocol.GetConsumerListRequest{Group: e.str("consumerGroup")}
 	case remoting.UnregisterClient:
 		req = &protocol.UnregisterClientRequest{ClientID: e.str("clientID"), Group: e.str("consumerGroup", "producerGroup")}
 	case remoting.UpdateAndCreateTopic:
@@ -318,23 +324,72 @@ type heartbeatData struct {
 	ProducerDatas []struct {
 		GroupName string `json:"groupName"`
 	} `json:"producerDataSet"`
-	ConsumerDatas []json.RawMessage `json:"consumerDataSet"`
+	ConsumerDatas []struct {
+		GroupName     string `json:"groupName"`
+		MessageModel  string `json:"messageModel"`
+		Where         string `json:"consumeFromWhere"`
+		Subscriptions []struct {
+			Topic     string `json:"topic"`
+			SubString string `json:"subString"`
+		} `json:"subscriptionDataSet"`
+	} `json:"consumerDataSet"`
 }
 
-// heartbeatRequest keeps the client id and its producer groups. Its
-// consumer groups are not handed to Wharf's coordinator: RocketMQ's
-// clients allocate queues themselves and heartbeat every 30 s, far apart
-// for the coordinator's lease (three heartbeat intervals), so they would
-// join and leave a group at every beat, and take queues from the Wharf
-// members of a group of the same name without ever consuming them.
+// heartbeatRequest keeps the client id, its producer groups and its
+// consumer groups, as a client-coordinated heartbeat: RocketMQ's clients
+// allocate queues themselves (from GET_CONSUMER_LIST_BY_GROUP), so their
+// groups are kept apart from Wharf's coordinator, whose lease (three
+// heartbeat intervals) their 30 s beat would not keep anyway.
 func heartbeatRequest(body []byte) (protocol.Request, error) {
 	var h heartbeatData
 	if err := json.Unmarshal(body, &h); err != nil {
 		return nil, fmt.Errorf("%w: heartbeat body: %v", protocol.ErrInvalidParameter, err)
 	}
-	r := &protocol.HeartbeatRequest{ClientID: h.ClientID}
+	r := &protocol.ClientHeartbeatRequest{ClientID: h.ClientID}
 	for _, p := range h.ProducerDatas {
 		r.ProducerGroups = append(r.ProducerGroups, p.GroupName)
+	}
+	for _, c := range h.ConsumerDatas {
+		g := protocol.ConsumerGroupInfo{Group: c.GroupName, MessageModel: c.MessageModel,
+			ConsumeFromWhere: strings.TrimPrefix(c.Where, "CONSUME_FROM_")}
+		for _, s := range c.Subscriptions {
+			g.Subscriptions = append(g.Subscriptions, protocol.Subscription{Topic: s.Topic, Expression: s.SubString})
+		}
+		r.ConsumerGroups = append(r.ConsumerGroups, g)
+	}
+	return r, nil
+}
+
+// rmqQueue is RocketMQ's MessageQueue in JSON.
+type rmqQueue struct {
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName"`
+	QueueID    int32  `json:"queueId"`
+}
+
+// lockBatchBody is LockBatchRequestBody (and UnlockBatchRequestBody).
+type lockBatchBody struct {
+	ConsumerGroup string     `json:"consumerGroup"`
+	ClientID      string     `json:"clientId"`
+	MQSet         []rmqQueue `json:"mqSet"`
+}
+
+// maxLockQueues bounds one lock request's queues (the list limit of
+// docs/PROTOCOL.md section 13).
+const maxLockQueues = 65536
+
+func lockBatchRequest(body []byte, unlock bool) (protocol.Request, error) {
+	var b lockBatchBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("%w: lock body: %v", protocol.ErrInvalidParameter, err)
+	}
+	if len(b.MQSet) > maxLockQueues {
+		return nil, fmt.Errorf("%w: %d queues in one lock request, at most %d", protocol.ErrInvalidParameter, len(b.MQSet), maxLockQueues)
+	}
+	r := &protocol.LockBatchRequest{Group: b.ConsumerGroup, ClientID: b.ClientID, Unlock: unlock,
+		Queues: make([]protocol.BrokerQueue, 0, len(b.MQSet))}
+	for _, q := range b.MQSet {
+		r.Queues = append(r.Queues, protocol.BrokerQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
 	}
 	return r, nil
 }

@@ -63,6 +63,8 @@ var layers = map[string]layer{
 	"actors/namesrv": {imports: []string{std, mod("protocol")}},
 	// A broker's registration with its name servers: a leaf core too.
 	"actors/register": {imports: []string{std, mod("protocol")}},
+	// Client-coordinated groups (RocketMQ's clients) and queue locks: a leaf core.
+	"actors/clientgroups": {imports: []string{std, mod("protocol")}},
 	// A broker's side of controller mode (role, lease, SyncStateSet):
 	// a leaf core with its own small types; the shell maps the wire's.
 	"actors/ctlagent": {imports: []string{std}},
