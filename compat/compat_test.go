@@ -20,6 +20,7 @@ import (
 
 	"github.com/wharfmq/wharf/client"
 	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -80,13 +81,21 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testwait.For(t, testwait.Wall, 20*time.Second, "a listener on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			return
 		}
+		return err == nil
+	})
+}
+
+// left is what remains of ctx's time (the polls' bound).
+func left(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
 	}
-	t.Fatalf("nothing listens on %s", addr)
+	return time.Minute
 }
 
 // cluster is a name server and one broker with their remoting ports on.
@@ -171,14 +180,12 @@ type reader func(ctx context.Context, res *primitive.SendResult, body, tag, key 
 // the name server (a fresh cluster has no route for a moment).
 func sendUntilRouted(ctx context.Context, p interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
-}, m *primitive.Message) (*primitive.SendResult, error) {
-	for {
-		res, err := p.SendSync(ctx, m)
-		if err == nil || ctx.Err() != nil {
-			return res, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+}, m *primitive.Message) (res *primitive.SendResult, err error) {
+	testwait.Until(testwait.Wall, left(ctx), func() bool {
+		res, err = p.SendSync(ctx, m)
+		return err == nil || ctx.Err() != nil
+	})
+	return res, err
 }
 
 func createTopic(ctx context.Context, t *testing.T, a *client.Admin, topic string) {

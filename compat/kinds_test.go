@@ -17,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 	"github.com/wharfmq/wharf/protocol/remoting"
 )
@@ -40,16 +41,10 @@ func TestGoProducerKinds(t *testing.T) {
 		admin.WithReadQueueNums(2), admin.WithWriteQueueNums(2)); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	testwait.For(t, testwait.Wall, left(ctx), "the name server to list the topic", func() bool {
 		l, err := ra.FetchAllTopicList(ctx)
-		if err == nil && slices.Contains(l.TopicList, "kinds") {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the name server does not list the topic: %+v, %v", l, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && slices.Contains(l.TopicList, "kinds")
+	})
 	p, err := producer.NewDefaultProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{c.nsRemoting})),
 		producer.WithGroupName("kinds-pg"), producer.WithRetry(2), producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	if err != nil {
@@ -154,12 +149,8 @@ func TestWharfProducerToGoPullConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The route comes from the name server once the broker registered.
-	for !routed(c, "compat") {
-		if ctx.Err() != nil {
-			t.Fatal("no route for the topic at the name server's remoting port")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.For(t, testwait.Wall, left(ctx), "a route for the topic at the name server's remoting port",
+		func() bool { return routed(c, "compat") })
 	read := rocketmqReader(t, c)
 	read(ctx, &primitive.SendResult{MsgID: res.UniqKey, OffsetMsgID: res.MsgID, QueueOffset: res.QueueOffset,
 		MessageQueue: &primitive.MessageQueue{Topic: "compat", BrokerName: "broker-a", QueueId: int(res.QueueID)}},

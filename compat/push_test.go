@@ -18,6 +18,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/wharfmq/wharf/client"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -87,12 +88,7 @@ func pushSetup(ctx context.Context, t *testing.T, c cluster, topics ...string) {
 		if err := admin.CreateTopic(ctx, protocol.TopicConfig{Topic: topic, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 			t.Fatal(err)
 		}
-		for !routed(c, topic) {
-			if ctx.Err() != nil {
-				t.Fatalf("no route for %s", topic)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testwait.For(t, testwait.Wall, left(ctx), "a route for "+topic, func() bool { return routed(c, topic) })
 	}
 }
 
@@ -154,12 +150,7 @@ func sendBodies(ctx context.Context, t *testing.T, p interface {
 // waitAll polls until cond holds, failing the test at ctx's end.
 func waitAll(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, testwait.Wall, left(ctx), what, cond)
 }
 
 func recorder(r *received, instance string) func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
@@ -339,16 +330,16 @@ func readDLQ(ctx context.Context, t *testing.T, addr, topic string) protocol.Mes
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	for {
+	var m protocol.MessageExt
+	testwait.For(t, testwait.Wall, left(ctx), "a message in "+topic, func() bool {
 		r, err := pc.Pull(ctx, topic, 0, 0, 1, client.PullOptions{Suspend: time.Second})
 		if err == nil && len(r.Messages) > 0 {
-			return r.Messages[0]
+			m = r.Messages[0]
+			return true
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("nothing in %s: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	return m
 }
 
 // TestGoPushConsumerFromTimestamp: a new group consuming from a time
