@@ -44,6 +44,13 @@ func freePorts(t *testing.T, n int) []int { return brokertest.FreePorts(t, n) }
 // daemon runs the wharf binary with args until the test ends.
 func daemon(t *testing.T, args ...string) *bytes.Buffer {
 	t.Helper()
+	_, logs := daemonProc(t, args...)
+	return logs
+}
+
+// daemonProc is daemon, with the process (for a test to kill it).
+func daemonProc(t *testing.T, args ...string) (*os.Process, *bytes.Buffer) {
+	t.Helper()
 	bin, err := wharfBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +75,7 @@ func daemon(t *testing.T, args ...string) *bytes.Buffer {
 			t.Logf("wharf %v:\n%s", args[0], logs.String())
 		}
 	})
-	return &logs.b
+	return cmd.Process, &logs.b
 }
 
 type syncBuf struct {
