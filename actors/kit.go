@@ -54,8 +54,10 @@ func (k *kit) send(pid *actor.PID, msg any) { k.root.Send(pid, msg) }
 
 // respond answers r with a typed response, unless the request was oneway;
 // the connection's codec encodes it.
+// The answer is handed to the connection before its latency is observed:
+// the connection's event loop may write it meanwhile.
 func (k *kit) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
-	k.observe(r, st)
+	defer k.observe(r, st)
 	if r == nil || r.oneway || r.conn == nil {
 		return
 	}
@@ -65,7 +67,7 @@ func (k *kit) respond(r *request, st protocol.Status, remark string, resp protoc
 // respondRecords answers r with log records as read (a pull), encoded by the
 // connection's codec.
 func (k *kit) respondRecords(r *request, st protocol.Status, remark string, recs *Records) {
-	k.observe(r, st)
+	defer k.observe(r, st)
 	if r == nil || r.oneway || r.conn == nil {
 		return
 	}

@@ -398,7 +398,15 @@ func replicationOf(in snapInput) ReplicationSnapshot {
 // so a mailbox middleware counts them (only with metrics on).
 type mailboxDepths struct {
 	kinds []string
-	n     []atomic.Int64
+	n     []paddedCount
+}
+
+// paddedCount is a counter on a cache line of its own: the kinds' counters
+// are bumped from every core, and sharing lines would make each bump of one
+// kind evict the others'.
+type paddedCount struct {
+	atomic.Int64
+	_ [56]byte
 }
 
 // mailboxKinds are the kinds counted; an actor of another name is not.
@@ -408,7 +416,7 @@ var mailboxKinds = []string{"writer", "durability", "reput", "dispatch", "index"
 	"role", "scheduler", "registrar", "ctlclient"}
 
 func newMailboxDepths() *mailboxDepths {
-	return &mailboxDepths{kinds: mailboxKinds, n: make([]atomic.Int64, len(mailboxKinds))}
+	return &mailboxDepths{kinds: mailboxKinds, n: make([]paddedCount, len(mailboxKinds))}
 }
 
 // middleware is kind's counter as a mailbox middleware, nil for a kind
@@ -419,7 +427,7 @@ func (d *mailboxDepths) middleware(kind string) actor.MailboxMiddleware {
 	}
 	for i, k := range d.kinds {
 		if k == kind {
-			return depthCounter{&d.n[i]}
+			return depthCounter{&d.n[i].Int64}
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,8 @@ type Broker struct {
 	send, pull, requests               *prometheus.HistogramVec
 	fsync, fsyncBytes                  prometheus.Histogram
 	logBytes, conns, longPolls         prometheus.Gauge
+	// The children the hot path uses, by (code, status) and by topic.
+	observers, in, out sync.Map
 	*gauges
 	reg prometheus.Registerer
 }
@@ -59,19 +62,30 @@ func NewBroker(reg prometheus.Registerer) *Broker {
 
 // Request implements actors.Metrics.
 func (b *Broker) Request(code protocol.Code, st protocol.Status, took time.Duration) {
-	s := took.Seconds()
+	key := uint64(uint32(code))<<32 | uint64(uint32(st))
+	if o, ok := b.observers.Load(key); ok {
+		o.(prometheus.Observer).Observe(took.Seconds())
+		return
+	}
+	o, _ := b.observers.LoadOrStore(key, b.observer(code, st))
+	o.(prometheus.Observer).Observe(took.Seconds())
+}
+
+// observer is the histogram child of (code, status): looked up once per
+// pair, since WithLabelValues hashes its labels and locks the vector on
+// every call (about 200 ns and 3 allocations of a send's path).
+func (b *Broker) observer(code protocol.Code, st protocol.Status) prometheus.Observer {
 	switch code {
 	case protocol.CodeSendMessage, protocol.CodeSendBatchMessage:
-		b.send.WithLabelValues(code.String(), status(st)).Observe(s)
+		return b.send.WithLabelValues(code.String(), status(st))
 	case protocol.CodePullMessage:
-		b.pull.WithLabelValues(status(st)).Observe(s)
-	default:
-		c := "other"
-		if code.Known() {
-			c = code.String()
-		}
-		b.requests.WithLabelValues(c, status(st)).Observe(s)
+		return b.pull.WithLabelValues(status(st))
 	}
+	c := "other"
+	if code.Known() {
+		c = code.String()
+	}
+	return b.requests.WithLabelValues(c, status(st))
 }
 
 // status is st's label: its name, or "other" for one protocol does not
@@ -85,14 +99,29 @@ func status(st protocol.Status) string {
 
 // Stored implements actors.Metrics.
 func (b *Broker) Stored(topic string, msgs int, bytes int64) {
-	b.msgsIn.WithLabelValues(topic).Add(float64(msgs))
-	b.bytesIn.WithLabelValues(topic).Add(float64(bytes))
+	c := b.topic(&b.in, b.msgsIn, b.bytesIn, topic)
+	c.msgs.Add(float64(msgs))
+	c.bytes.Add(float64(bytes))
 }
 
 // Pulled implements actors.Metrics.
 func (b *Broker) Pulled(topic string, msgs int, bytes int64) {
-	b.msgsOut.WithLabelValues(topic).Add(float64(msgs))
-	b.bytesOut.WithLabelValues(topic).Add(float64(bytes))
+	c := b.topic(&b.out, b.msgsOut, b.bytesOut, topic)
+	c.msgs.Add(float64(msgs))
+	c.bytes.Add(float64(bytes))
+}
+
+// topicCounters are one topic's counters of one direction.
+type topicCounters struct{ msgs, bytes prometheus.Counter }
+
+// topic is topic's counters in cache (looked up once per topic: the
+// series stay, as a counter's must, while the broker runs).
+func (b *Broker) topic(cache *sync.Map, msgs, bytes *prometheus.CounterVec, topic string) *topicCounters {
+	if c, ok := cache.Load(topic); ok {
+		return c.(*topicCounters)
+	}
+	c, _ := cache.LoadOrStore(topic, &topicCounters{msgs: msgs.WithLabelValues(topic), bytes: bytes.WithLabelValues(topic)})
+	return c.(*topicCounters)
 }
 
 // Fsync implements actors.Metrics.
