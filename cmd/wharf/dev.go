@@ -421,10 +421,6 @@ func (r *devRun) printConnect(ns, dashURL string) {
 	fmt.Fprintf(&b, "  bin/wharf cluster list --namesrv %s\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf produce --namesrv %s --topic demo --count 100000 --size 256\n", ns)
 	fmt.Fprintf(&b, "  bin/wharf consume --namesrv %s --topic demo --group demo-group --from first --idle-exit 3s\n", ns)
-	if r.cfg.RemotingPort != 0 {
-		fmt.Fprintf(&b, "RocketMQ clients: name server 127.0.0.1:%d (RocketMQ's remoting protocol; brokers on their port + %d).\n",
-			r.cfg.RemotingPort, devRemotingOffset)
-	}
 	pid := 0
 	for _, ch := range r.brokers() {
 		if ch.what == "master of broker-a" {
@@ -438,6 +434,10 @@ func (r *devRun) printConnect(ns, dashURL string) {
 	} else {
 		fmt.Fprintf(&b, "Failover: kill -9 %d (broker-a's master) while producing: sends go to broker-b,\n", pid)
 		fmt.Fprintf(&b, "consumers read broker-a's messages from its slave.\n\n")
+	}
+	if r.cfg.RemotingPort != 0 {
+		fmt.Fprintf(&b, "RocketMQ clients: name server 127.0.0.1:%d (RocketMQ's remoting protocol; brokers on their port + %d).\n\n",
+			r.cfg.RemotingPort, devRemotingOffset)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
