@@ -27,7 +27,11 @@ func benchGroupQueue(tb testing.TB, h Handler, opts ...Option) (*groupConsumer, 
 	pc.subs = []*subscription{{topic: "bench", expr: "*", handler: h}}
 	g := newGroupConsumer(pc)
 	g.runCtx, g.runCancel = context.WithCancel(context.Background())
-	tb.Cleanup(g.runCancel)
+	g.startWorkers()
+	tb.Cleanup(func() {
+		g.runCancel()
+		g.stopWorkers()
+	})
 	q := g.newQueue(protocol.QueueRef{Topic: "bench", QueueID: 1})
 	q.tr.init(0)
 	return g, q

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// Concurrent mode's handler calls run on WithConsumeConcurrency long-lived
+// workers per consumer, fed by the queues' pull loops through one
+// unbuffered channel: a message costs no goroutine, no timer and (while a
+// worker keeps serving the same queue) no context of its own. The channel
+// being unbuffered is what bounds the calls in flight, as a semaphore did:
+// a pull loop blocks until a worker is free. Each worker has one ack timer,
+// re-armed per call.
+
+// consumeJob is one handler call's batch: messages of one queue, in queue
+// order, all of one subscription.
+type consumeJob struct {
+	q     *groupQueue
+	h     Handler
+	batch []*protocol.MessageExt
+	first uint64 // the tracker's sequence number of batch[0]
+}
+
+// consumeWorker runs handler calls one at a time.
+type consumeWorker struct {
+	g     *groupConsumer
+	timer *time.Timer // the ack timeout of the call in flight (Clustering only)
+
+	// The context of the calls: a child of the queue's handler context,
+	// kept from call to call while the worker serves the same queue and it
+	// is not cancelled (an ack timeout cancels it).
+	ctxQ   *groupQueue
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // the call in flight, shared with the timer's callback
+	cur      consumeJob
+	running  bool
+	timedOut bool
+	deadline time.Time          // of the call in flight: an earlier firing is a stale one
+	curStop  context.CancelFunc // cancels the call in flight
+}
+
+// startWorkers starts the concurrent mode's workers (none in orderly mode,
+// whose calls run on the queues' pull loops).
+func (g *groupConsumer) startWorkers() {
+	g.jobs = make(chan consumeJob)
+	if g.o.orderly {
+		return
+	}
+	for range g.o.concurrency {
+		w := &consumeWorker{g: g}
+		if g.o.model == Clustering {
+			w.timer = time.AfterFunc(time.Hour, w.onAckTimeout)
+			w.timer.Stop()
+		}
+		go w.run()
+	}
+}
+
+// stopWorkers ends the workers once no pull loop dispatches any more (a
+// worker in a handler call ends when the call returns).
+func (g *groupConsumer) stopWorkers() { close(g.jobs) }
+
+func (w *consumeWorker) run() {
+	defer func() {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.ctxQ = nil
+	}()
+	for job := range w.g.jobs {
+		w.consume(job)
+		job.q.handlers.Done()
+	}
+}
+
+// dispatch hands the messages of one pull to handler calls (concurrent
+// mode): batches of WithConsumeBatchSize of the same handler, each tracked
+// until done. It reports false if the queue is being released.
+func (g *groupConsumer) dispatch(q *groupQueue, msgs []*protocol.MessageExt) bool {
+	first := q.tr.addAll(msgs)
+	for i := 0; i < len(msgs); {
+		sub := g.subFor(q, msgs[i])
+		j := i + 1
+		for j < len(msgs) && j-i < g.pc.o.consumeBatch && g.subFor(q, msgs[j]) == sub {
+			j++
+		}
+		job := consumeJob{q: q, h: sub.handler, batch: msgs[i:j], first: first + uint64(i)}
+		i = j
+		q.handlers.Add(1)
+		select {
+		case g.jobs <- job:
+		case <-q.ctx.Done():
+			q.handlers.Done()
+			return false // not done: redelivered from the committed offset
+		}
+	}
+	return true
+}
+
+// context returns the context for a call on q's messages.
+func (w *consumeWorker) context(q *groupQueue) (context.Context, context.CancelFunc) {
+	if w.ctxQ != q || w.ctx.Err() != nil {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.ctx, w.cancel = context.WithCancel(q.hctx)
+		w.ctxQ = q
+	}
+	return w.ctx, w.cancel
+}
+
+// consume runs a batch's handler call (again, for a broadcast retried
+// locally) and settles its messages: done, or given back to the broker.
+func (w *consumeWorker) consume(job consumeJob) {
+	g, q := w.g, job.q
+	for attempt := 0; ; attempt++ {
+		if q.hctx.Err() != nil {
+			return
+		}
+		res, timedOut := w.call(job)
+		if timedOut {
+			return // given back by the timer
+		}
+		if res == ConsumeSuccess {
+			g.doneAll(job)
+			return
+		}
+		if g.o.model == Broadcasting {
+			// No retry topic for a broadcast: redeliver locally, then drop.
+			if attempt >= g.o.maxReconsume {
+				g.pc.o.logger.Warn("wharf client: broadcast message failed too often; dropped", "group", g.pc.group,
+					"topic", q.ref.Topic, "queue", q.ref.QueueID, "offset", job.batch[0].QueueOffset)
+				g.doneAll(job)
+				return
+			}
+			for _, m := range job.batch {
+				m.ReconsumeTimes++
+			}
+			if !sleep(q.hctx, g.pc.o.retryLater) {
+				return
+			}
+			continue
+		}
+		g.giveBack(q, job.batch, job.first, 0)
+		return
+	}
+}
+
+func (g *groupConsumer) doneAll(job consumeJob) {
+	for i := range job.batch {
+		job.q.tr.done(job.first + uint64(i))
+	}
+}
+
+// call runs one handler call racing the ack timeout (Clustering).
+func (w *consumeWorker) call(job consumeJob) (res ConsumeResult, timedOut bool) {
+	ctx, cancel := w.context(job.q)
+	w.mu.Lock()
+	w.cur, w.running, w.timedOut, w.curStop = job, true, false, cancel
+	if w.timer != nil {
+		w.deadline = time.Now().Add(w.g.o.ackTimeout)
+		w.timer.Reset(w.g.o.ackTimeout)
+	}
+	w.mu.Unlock()
+	res = w.g.call(ctx, job.h, job.batch)
+	w.mu.Lock()
+	timedOut = w.timedOut
+	w.cur, w.running, w.curStop = consumeJob{}, false, nil
+	w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	return res, timedOut
+}
+
+// onAckTimeout is the ack timer's callback: the call in flight outlived the
+// ack timeout, so its context is cancelled and its messages are given back
+// (its result will be ignored). A firing left over from an earlier call
+// (its Stop came too late) finds the deadline not reached and does nothing.
+func (w *consumeWorker) onAckTimeout() {
+	w.mu.Lock()
+	if !w.running || w.timedOut || time.Now().Before(w.deadline) {
+		w.mu.Unlock()
+		return
+	}
+	w.timedOut = true
+	job, stop := w.cur, w.curStop
+	job.q.handlers.Add(1) // the call is still running: the count is not zero
+	w.mu.Unlock()
+	defer job.q.handlers.Done()
+	stop()
+	g, q := w.g, job.q
+	g.pc.o.logger.Info("wharf client: ack timeout; giving the messages back", "group", g.pc.group,
+		"topic", q.ref.Topic, "queue", q.ref.QueueID, "offset", job.batch[0].QueueOffset, "n", len(job.batch))
+	g.giveBack(q, job.batch, job.first, 0)
+}
