@@ -13,8 +13,8 @@ import (
 // unbuffered channel: a message costs no goroutine, no timer and (while a
 // worker keeps serving the same queue) no context of its own. The channel
 // being unbuffered is what bounds the calls in flight, as a semaphore did:
-// a pull loop blocks until a worker is free. Each worker has one ack timer,
-// re-armed per call.
+// a pull loop blocks until a worker is free. Each worker has one ack timer
+// (see call).
 
 // consumeJob is one handler call's batch: messages of one queue, in queue
 // order, all of one subscription.
@@ -41,7 +41,8 @@ type consumeWorker struct {
 	cur      consumeJob
 	running  bool
 	timedOut bool
-	deadline time.Time          // of the call in flight: an earlier firing is a stale one
+	deadline time.Time          // of the call in flight
+	armed    bool               // the timer is pending (or its callback is running)
 	curStop  context.CancelFunc // cancels the call in flight
 }
 
@@ -72,6 +73,9 @@ func (w *consumeWorker) run() {
 			w.cancel()
 		}
 		w.ctxQ = nil
+		if w.timer != nil {
+			w.timer.Stop()
+		}
 	}()
 	for job := range w.g.jobs {
 		w.consume(job)
@@ -158,14 +162,20 @@ func (g *groupConsumer) doneAll(job consumeJob) {
 	}
 }
 
-// call runs one handler call racing the ack timeout (Clustering).
+// call runs one handler call racing the ack timeout (Clustering). The
+// timer is not re-armed per call: a call only moves the deadline, and the
+// timer, armed while none is pending, re-arms itself at its firing for a
+// deadline not yet reached (at most once per ack timeout and worker).
 func (w *consumeWorker) call(job consumeJob) (res ConsumeResult, timedOut bool) {
 	ctx, cancel := w.context(job.q)
 	w.mu.Lock()
 	w.cur, w.running, w.timedOut, w.curStop = job, true, false, cancel
 	if w.timer != nil {
 		w.deadline = time.Now().Add(w.g.o.ackTimeout)
-		w.timer.Reset(w.g.o.ackTimeout)
+		if !w.armed {
+			w.armed = true
+			w.timer.Reset(w.g.o.ackTimeout)
+		}
 	}
 	w.mu.Unlock()
 	res = w.g.call(ctx, job.h, job.batch)
@@ -173,23 +183,26 @@ func (w *consumeWorker) call(job consumeJob) (res ConsumeResult, timedOut bool) 
 	timedOut = w.timedOut
 	w.cur, w.running, w.curStop = consumeJob{}, false, nil
 	w.mu.Unlock()
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 	return res, timedOut
 }
 
-// onAckTimeout is the ack timer's callback: the call in flight outlived the
-// ack timeout, so its context is cancelled and its messages are given back
-// (its result will be ignored). A firing left over from an earlier call
-// (its Stop came too late) finds the deadline not reached and does nothing.
+// onAckTimeout is the ack timer's callback. If the call in flight outlived
+// the ack timeout, its context is cancelled and its messages are given back
+// (its result will be ignored); if its deadline is still ahead (the timer
+// was armed for an earlier call), the timer is re-armed for it.
 func (w *consumeWorker) onAckTimeout() {
 	w.mu.Lock()
-	if !w.running || w.timedOut || time.Now().Before(w.deadline) {
+	if !w.running || w.timedOut {
+		w.armed = false
 		w.mu.Unlock()
 		return
 	}
-	w.timedOut = true
+	if left := time.Until(w.deadline); left > 0 {
+		w.timer.Reset(left)
+		w.mu.Unlock()
+		return
+	}
+	w.timedOut, w.armed = true, false
 	job, stop := w.cur, w.curStop
 	job.q.handlers.Add(1) // the call is still running: the count is not zero
 	w.mu.Unlock()

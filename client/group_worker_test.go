@@ -106,24 +106,31 @@ func TestTrackerCompaction(t *testing.T) {
 	}
 }
 
-// TestWorkerStaleAckTimeout: a firing of a worker's ack timer before the
-// call in flight's deadline (one left over from an earlier call whose Stop
-// came too late) neither cancels the call nor gives its messages back.
-func TestWorkerStaleAckTimeout(t *testing.T) {
-	w := &consumeWorker{}
+// TestWorkerAckTimer: a firing of a worker's ack timer before the call in
+// flight's deadline (the timer was armed for an earlier call) neither
+// cancels the call nor gives its messages back, but re-arms the timer; a
+// firing with no call in flight disarms it.
+func TestWorkerAckTimer(t *testing.T) {
+	w := &consumeWorker{armed: true}
+	fired := make(chan struct{}, 1)
+	w.timer = time.AfterFunc(time.Hour, func() { fired <- struct{}{} })
+	w.timer.Stop()
+	defer w.timer.Stop()
 	cancelled := false
 	w.cur = consumeJob{q: &groupQueue{}, batch: []*protocol.MessageExt{{}}}
-	w.running, w.deadline = true, time.Now().Add(time.Hour)
+	w.running, w.deadline = true, time.Now().Add(20*time.Millisecond)
 	w.curStop = func() { cancelled = true }
 	w.onAckTimeout()
-	if w.timedOut || cancelled {
-		t.Fatalf("a stale firing timed the call out (timedOut %v, cancelled %v)", w.timedOut, cancelled)
+	if w.timedOut || cancelled || !w.armed {
+		t.Fatalf("an early firing: timedOut %v, cancelled %v, armed %v", w.timedOut, cancelled, w.armed)
+	}
+	if !testwait.Chan(fired, 5*time.Second) {
+		t.Fatal("the early firing did not re-arm the timer")
 	}
 	w.running = false
-	w.deadline = time.Now().Add(-time.Second)
 	w.onAckTimeout()
-	if w.timedOut || cancelled {
-		t.Fatal("a firing with no call in flight timed out")
+	if w.timedOut || cancelled || w.armed {
+		t.Fatalf("a firing with no call in flight: timedOut %v, cancelled %v, armed %v", w.timedOut, cancelled, w.armed)
 	}
 }
 
