@@ -69,6 +69,7 @@ type groupQueue struct {
 	releasing  bool          // under groupConsumer.mu
 	workerDone chan struct{} // closed when the pull loop ended
 	handlers   sync.WaitGroup
+	gate       sync.Mutex // orders a worker's startHandler with the release's wait
 
 	tr tracker
 
@@ -323,6 +324,8 @@ func (g *groupConsumer) waitHandlers(q *groupQueue) {
 	all := make(chan struct{})
 	go func() {
 		<-q.workerDone
+		q.gate.Lock() // q.ctx is cancelled: from here on no worker starts a call of q
+		q.gate.Unlock()
 		q.handlers.Wait()
 		close(all)
 	}()

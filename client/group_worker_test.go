@@ -226,3 +226,68 @@ func TestGroupAckTimeoutOneWorker(t *testing.T) {
 		t.Errorf("first deliveries %v, want %v", first, want)
 	}
 }
+
+// TestWorkerDropsWaitingAtRelease: batches waiting for a busy worker are
+// not in flight: once the queue's release has started they are dropped, not
+// run, and stay not done (delivered again from the committed offset); the
+// call in flight finishes and is done.
+func TestWorkerDropsWaitingAtRelease(t *testing.T) {
+	started, unblock := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var got []int64
+	h := func(ctx context.Context, msgs []*protocol.MessageExt) ConsumeResult {
+		mu.Lock()
+		got = append(got, msgs[0].QueueOffset)
+		mu.Unlock()
+		if msgs[0].QueueOffset == 0 {
+			close(started)
+			<-unblock
+		}
+		return ConsumeSuccess
+	}
+	g, q := benchGroupQueue(t, h, WithConsumeConcurrency(1))
+	msgs := make([]*protocol.MessageExt, 10)
+	for i := range msgs {
+		msgs[i] = &protocol.MessageExt{Message: protocol.Message{Topic: "bench"}, QueueOffset: int64(i)}
+	}
+	if !g.dispatch(q, msgs) { // 9 batches wait in the channel
+		t.Fatal("dispatch: released")
+	}
+	q.tr.setNext(10)
+	if !testwait.Chan(started, 5*time.Second) {
+		t.Fatal("the first call did not start")
+	}
+	close(q.workerDone) // no pull loop here: the release's wait needs its end
+	q.cancel()          // the release starts
+	waited := make(chan struct{})
+	go func() { g.waitHandlers(q); close(waited) }()
+	close(unblock)
+	if !testwait.Chan(waited, 5*time.Second) {
+		t.Fatal("the release's wait did not end")
+	}
+	if off, _ := q.tr.consumed(); off != 1 {
+		t.Errorf("consumed offset %d, want 1 (only the call in flight done)", off)
+	}
+	// The worker drops the waiting batches after the wait; none may run.
+	testwait.For(t, testwait.Wall, 5*time.Second, "the waiting batches drained", func() bool { return len(g.jobs) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, []int64{0}) {
+		t.Errorf("handled %v, want [0]", got)
+	}
+}
+
+// TestQueueStartHandler: a queue whose release started counts no new call.
+func TestQueueStartHandler(t *testing.T) {
+	q := &groupQueue{}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	if !q.startHandler() {
+		t.Fatal("a consuming queue refused a call")
+	}
+	q.handlers.Done()
+	q.cancel()
+	if q.startHandler() {
+		t.Fatal("a released queue started a call")
+	}
+	q.handlers.Wait() // would block forever had it been counted
+}
