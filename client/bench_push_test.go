@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -116,4 +118,75 @@ func benchPushConsume(b *testing.B, opts []Option) {
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "allocs/msg")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N), "B/msg")
+}
+
+// BenchmarkPushConsumeBroker is a group PushConsumer draining a backlog of
+// b.N messages of 1 KiB (4 queues) from the in-process real broker
+// (internal/brokertest), from Start to the last handler call: the whole
+// user-level consume, the pulls included. Run it with a fixed count
+// (-benchtime 100000x): the backlog is stored before the timer starts.
+// cpu-ns/msg is the process's, so it holds the broker's share too.
+func BenchmarkPushConsumeBroker(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"concurrency=1", []Option{WithConsumeConcurrency(1)}},
+		{"concurrency=20", nil},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchPushConsumeBroker(b, bc.opts) })
+	}
+}
+
+func benchPushConsumeBroker(b *testing.B, opts []Option) {
+	br := brokertest.Start(b)
+	br.CreateTopic("T", 4)
+	p, err := NewProducer(br.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	body := make([]byte, 1024)
+	for sent := 0; sent < b.N; {
+		batch := make([]*protocol.Message, min(64, b.N-sent))
+		for i := range batch {
+			batch[i] = &protocol.Message{Topic: "T", Body: body}
+		}
+		if _, err := p.SendBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		sent += len(batch)
+	}
+	var handled atomic.Int64
+	all := make(chan struct{})
+	h := func(_ context.Context, msgs []*protocol.MessageExt) ConsumeResult {
+		if handled.Add(int64(len(msgs))) == int64(b.N) {
+			close(all)
+		}
+		return ConsumeSuccess
+	}
+	c, err := NewPushConsumer(br.Addr(), "G", append([]Option{WithConsumeFrom(ConsumeFromFirst)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe("T", "*", h); err != nil {
+		b.Fatal(err)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if !testwait.Chan(all, time.Minute) {
+		b.Fatalf("handled %d of %d messages", handled.Load(), b.N)
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "allocs/msg")
 }
