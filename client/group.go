@@ -35,9 +35,10 @@ type groupConsumer struct {
 	o           *groupOptions
 	offsetGroup string // the group offsets are kept under ("<group>#<clientId>" when broadcasting)
 
-	sem  chan struct{}   // orderly mode's handler calls in flight (consume concurrency)
-	jobs chan consumeJob // concurrent mode's handler calls, to the workers (group_worker.go)
-	kick chan struct{}   // the member's deadline changed (cap 1)
+	sem     chan struct{}   // orderly mode's handler calls in flight (consume concurrency)
+	jobs    chan consumeJob // concurrent mode's handler calls, to the workers (group_worker.go)
+	workers sync.WaitGroup  // the workers
+	kick    chan struct{}   // the member's deadline changed (cap 1)
 
 	runCtx    context.Context // ends at Close
 	runCancel context.CancelFunc

@@ -67,13 +67,31 @@ func (g *groupConsumer) startWorkers() {
 			w.timer = time.AfterFunc(time.Hour, w.onAckTimeout)
 			w.timer.Stop()
 		}
+		g.workers.Add(1)
 		go w.run()
 	}
 }
 
-// stopWorkers ends the workers once no pull loop dispatches any more (a
-// worker in a handler call ends when the call returns).
-func (g *groupConsumer) stopWorkers() { close(g.jobs) }
+// stopWorkers ends the workers once no pull loop dispatches any more, and
+// waits for them, so that Close returns after the consumer's goroutines
+// ended: idle ones end at once; one still in a handler call the releases
+// gave up on (WithReleaseTimeout) is waited for up to the release timeout
+// once more, then left to end when its call returns.
+func (g *groupConsumer) stopWorkers() {
+	close(g.jobs)
+	ended := make(chan struct{})
+	go func() {
+		g.workers.Wait()
+		close(ended)
+	}()
+	t := time.NewTimer(g.o.releaseTimeout)
+	defer t.Stop()
+	select {
+	case <-ended:
+	case <-t.C:
+		g.pc.o.logger.Warn("wharf client: a handler call still running at Close; not waiting for it", "group", g.pc.group)
+	}
+}
 
 // startHandler counts a handler call of q in flight, unless q's release has
 // started. The gate orders it with the release's barrier (waitHandlers):
@@ -90,6 +108,7 @@ func (q *groupQueue) startHandler() bool {
 }
 
 func (w *consumeWorker) run() {
+	defer w.g.workers.Done()
 	defer func() {
 		if w.cancel != nil {
 			w.cancel()

@@ -291,3 +291,39 @@ func TestQueueStartHandler(t *testing.T) {
 	}
 	q.handlers.Wait() // would block forever had it been counted
 }
+
+// TestStopWorkersWaits: stopWorkers returns after a handler call in flight
+// returned (within the release timeout) and its worker ended.
+func TestStopWorkersWaits(t *testing.T) {
+	release := make(chan struct{})
+	h := func(ctx context.Context, msgs []*protocol.MessageExt) ConsumeResult {
+		<-release
+		return ConsumeSuccess
+	}
+	o, err := buildOptions([]Option{WithConsumeConcurrency(3), WithReleaseTimeout(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &PushConsumer{o: o, group: "g"}
+	if err := pc.o.grp.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	pc.subs = []*subscription{{topic: "bench", expr: "*", handler: h}}
+	g := newGroupConsumer(pc)
+	g.runCtx, g.runCancel = context.WithCancel(context.Background())
+	defer g.runCancel()
+	g.startWorkers()
+	q := g.newQueue(protocol.QueueRef{Topic: "bench", QueueID: 1})
+	q.tr.init(0)
+	if !g.dispatch(q, []*protocol.MessageExt{{Message: protocol.Message{Topic: "bench"}}}) {
+		t.Fatal("dispatch: released")
+	}
+	q.tr.setNext(1)
+	time.AfterFunc(50*time.Millisecond, func() { close(release) })
+	g.stopWorkers()
+	// Read at once: had stopWorkers not waited, the call would still be
+	// blocked and its message not done.
+	if off, _ := q.tr.consumed(); off != 1 {
+		t.Errorf("consumed %d right after stopWorkers, want 1: it returned before the call in flight", off)
+	}
+}
