@@ -35,8 +35,10 @@ type groupConsumer struct {
 	o           *groupOptions
 	offsetGroup string // the group offsets are kept under ("<group>#<clientId>" when broadcasting)
 
-	sem  chan struct{} // handler calls in flight (consume concurrency)
-	kick chan struct{} // the member's deadline changed (cap 1)
+	sem     chan struct{}   // orderly mode's handler calls in flight (consume concurrency)
+	jobs    chan consumeJob // concurrent mode's handler calls, to the workers (group_worker.go)
+	workers sync.WaitGroup  // the workers
+	kick    chan struct{}   // the member's deadline changed (cap 1)
 
 	runCtx    context.Context // ends at Close
 	runCancel context.CancelFunc
@@ -68,6 +70,7 @@ type groupQueue struct {
 	releasing  bool          // under groupConsumer.mu
 	workerDone chan struct{} // closed when the pull loop ended
 	handlers   sync.WaitGroup
+	gate       sync.Mutex // orders a worker's startHandler with the release's wait
 
 	tr tracker
 
@@ -119,6 +122,7 @@ func (g *groupConsumer) start() {
 	g.runCtx, g.runCancel = context.WithCancel(context.Background())
 	g.hbCtx, g.hbCancel = context.WithCancel(g.runCtx)
 	g.mu.Unlock()
+	g.startWorkers()
 	go g.timerLoop()
 	go g.commitLoop()
 	g.step(g.m.Tick) // the joining heartbeat
@@ -321,6 +325,8 @@ func (g *groupConsumer) waitHandlers(q *groupQueue) {
 	all := make(chan struct{})
 	go func() {
 		<-q.workerDone
+		q.gate.Lock() // q.ctx is cancelled: from here on no worker starts a call of q
+		q.gate.Unlock()
 		q.handlers.Wait()
 		close(all)
 	}()
@@ -544,122 +550,17 @@ func (g *groupConsumer) call(ctx context.Context, h Handler, msgs []*protocol.Me
 	return h(ctx, msgs)
 }
 
-// dispatch hands the messages of one pull to handler calls (concurrent
-// mode): batches of WithConsumeBatchSize of the same handler, each tracked
-// until done. It reports false if the queue is being released.
-func (g *groupConsumer) dispatch(q *groupQueue, msgs []*protocol.MessageExt) bool {
-	for i := 0; i < len(msgs); {
-		sub := g.subFor(q, msgs[i])
-		h := sub.handler
-		j := i + 1
-		for j < len(msgs) && j-i < g.pc.o.consumeBatch && g.subFor(q, msgs[j]) == sub {
-			j++
-		}
-		batch := msgs[i:j]
-		i = j
-		entries := make([]*trackEntry, len(batch))
-		for k, m := range batch {
-			entries[k] = q.tr.add(m.QueueOffset)
-		}
-		select {
-		case g.sem <- struct{}{}:
-		case <-q.ctx.Done():
-			return false // not done: redelivered from the committed offset
-		}
-		q.handlers.Add(1)
-		go func() {
-			defer q.handlers.Done()
-			defer func() { <-g.sem }()
-			g.consumeConcurrently(q, h, batch, entries)
-		}()
-	}
-	return true
-}
-
-// batchCall is one handler call racing its ack timeout.
-type batchCall struct {
-	mu       sync.Mutex
-	finished bool
-	timedOut bool
-}
-
-func (g *groupConsumer) consumeConcurrently(q *groupQueue, h Handler, batch []*protocol.MessageExt, entries []*trackEntry) {
-	for attempt := 0; ; attempt++ {
-		if q.hctx.Err() != nil {
-			return
-		}
-		ctx, cancel := context.WithCancel(q.hctx)
-		bc := &batchCall{}
-		var timer *time.Timer
-		if g.o.model == Clustering {
-			timer = time.AfterFunc(g.o.ackTimeout, func() {
-				bc.mu.Lock()
-				if bc.finished {
-					bc.mu.Unlock()
-					return
-				}
-				bc.timedOut = true
-				q.handlers.Add(1) // the call is still running: the count is not zero
-				bc.mu.Unlock()
-				defer q.handlers.Done()
-				cancel()
-				g.pc.o.logger.Info("wharf client: ack timeout; giving the messages back", "group", g.pc.group,
-					"topic", q.ref.Topic, "queue", q.ref.QueueID, "offset", batch[0].QueueOffset, "n", len(batch))
-				g.giveBack(q, batch, entries, 0)
-			})
-		}
-		res := g.call(ctx, h, batch)
-		bc.mu.Lock()
-		bc.finished = true
-		timedOut := bc.timedOut
-		bc.mu.Unlock()
-		if timer != nil {
-			timer.Stop()
-		}
-		cancel()
-		if timedOut {
-			return // given back by the timer
-		}
-		if res == ConsumeSuccess {
-			for _, e := range entries {
-				q.tr.done(e)
-			}
-			return
-		}
-		if g.o.model == Broadcasting {
-			// No retry topic for a broadcast: redeliver locally, then drop.
-			if attempt >= g.o.maxReconsume {
-				g.pc.o.logger.Warn("wharf client: broadcast message failed too often; dropped", "group", g.pc.group,
-					"topic", q.ref.Topic, "queue", q.ref.QueueID, "offset", batch[0].QueueOffset)
-				for _, e := range entries {
-					q.tr.done(e)
-				}
-				return
-			}
-			for _, m := range batch {
-				m.ReconsumeTimes++
-			}
-			if !sleep(q.hctx, g.pc.o.retryLater) {
-				return
-			}
-			continue
-		}
-		g.giveBack(q, batch, entries, 0)
-		return
-	}
-}
-
 // giveBack sends messages back for a later delivery (delayLevel 0: the
 // broker picks 3 + reconsumeTimes; -1: the dead-letter topic) and marks each
 // done once the broker has stored it. A failed send-back is retried every
 // WithRetryLaterDelay until it succeeds or the queue is released (then the
 // message stays not done and is delivered again from the committed offset).
-func (g *groupConsumer) giveBack(q *groupQueue, batch []*protocol.MessageExt, entries []*trackEntry, delayLevel int32) {
+func (g *groupConsumer) giveBack(q *groupQueue, batch []*protocol.MessageExt, first uint64, delayLevel int32) {
 	for i, m := range batch {
 		for {
 			err := g.sendBack(q.hctx, m, delayLevel)
 			if err == nil {
-				q.tr.done(entries[i])
+				q.tr.done(first + uint64(i))
 				break
 			}
 			if q.hctx.Err() != nil {
@@ -717,7 +618,7 @@ func (g *groupConsumer) consumeOrderly(q *groupQueue, msgs []*protocol.MessageEx
 				}
 				g.pc.o.logger.Warn("wharf client: message failed too often; sending it to the dead-letter topic", "group", g.pc.group,
 					"topic", q.ref.Topic, "queue", q.ref.QueueID, "offset", m.QueueOffset)
-				g.giveBack(q, []*protocol.MessageExt{m}, []*trackEntry{e}, -1)
+				g.giveBack(q, []*protocol.MessageExt{m}, e, -1)
 				if q.hctx.Err() != nil || q.ctx.Err() != nil {
 					return false
 				}
@@ -753,6 +654,7 @@ func (g *groupConsumer) close() error {
 	<-g.timerDone
 	g.hbs.Wait()
 	g.wg.Wait() // every release and queue worker
+	g.stopWorkers()
 	g.runCancel()
 	<-g.commitEnd
 
@@ -801,95 +703,6 @@ func (g *groupConsumer) assignment() []protocol.QueueRef {
 	g.mu.Unlock()
 	sortRefs(out)
 	return out
-}
-
-// ---- per-queue progress ----
-
-// tracker follows a queue's messages from pull to done. The queue's
-// consumed offset (what a commit stores) is the lowest offset pulled but
-// not done, or the next offset to pull if every pulled message is done.
-type tracker struct {
-	mu      sync.Mutex
-	ok      bool // init was called
-	next    int64
-	entries []*trackEntry // ascending offsets; done ones at the front are trimmed
-	space   chan struct{} // signalled when entries are trimmed
-}
-
-type trackEntry struct {
-	off  int64
-	done bool
-}
-
-func (t *tracker) init(off int64) {
-	t.mu.Lock()
-	t.ok, t.next = true, off
-	t.space = make(chan struct{}, 1)
-	t.mu.Unlock()
-}
-
-func (t *tracker) add(off int64) *trackEntry {
-	e := &trackEntry{off: off}
-	t.mu.Lock()
-	t.entries = append(t.entries, e)
-	t.mu.Unlock()
-	return e
-}
-
-func (t *tracker) done(e *trackEntry) {
-	t.mu.Lock()
-	e.done = true
-	n := 0
-	for n < len(t.entries) && t.entries[n].done {
-		n++
-	}
-	if n > 0 {
-		clear(t.entries[:n])
-		t.entries = t.entries[n:]
-		select {
-		case t.space <- struct{}{}:
-		default:
-		}
-	}
-	t.mu.Unlock()
-}
-
-func (t *tracker) setNext(off int64) {
-	t.mu.Lock()
-	if off > t.next {
-		t.next = off
-	}
-	t.mu.Unlock()
-}
-
-// consumed returns the offset to commit, and false before init.
-func (t *tracker) consumed() (int64, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.ok {
-		return 0, false
-	}
-	if len(t.entries) > 0 {
-		return t.entries[0].off, true
-	}
-	return t.next, true
-}
-
-// waitSpace waits until fewer than limit messages are in flight.
-func (t *tracker) waitSpace(ctx context.Context, limit int) bool {
-	for {
-		t.mu.Lock()
-		n := len(t.entries)
-		t.mu.Unlock()
-		if n < limit {
-			return true
-		}
-		select {
-		case <-t.space:
-		case <-ctx.Done():
-			return false
-		}
-	}
 }
 
 // ---- PushConsumer entry points ----
