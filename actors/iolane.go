@@ -1,6 +1,9 @@
 package actors
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // ioLane runs background disk jobs (the ASYNC_FLUSH msync of the
 // CommitLog, the ConsumeQueue and index flushes, checkpoint writes) one at
@@ -41,7 +44,14 @@ func (l *ioLane) submit(job func()) {
 
 // finish runs job, then hands the next queued one to RunIO (a RunIO per
 // job, so the simulator's disk model times each).
+//
+// It yields first: RunIO's goroutine was started by an actor's mailbox
+// run, so it is next on that P, ahead of the mailbox runs already waiting;
+// a chain of chunked flushes handed its P from actor to job and back and
+// kept those runs waiting 5-9 ms while the other P sat in the event loop's
+// epoll_wait.
 func (l *ioLane) finish(job func()) {
+	runtime.Gosched()
 	job()
 	l.mu.Lock()
 	if len(l.q) == 0 {
