@@ -86,7 +86,7 @@ func (b *Broker) Start() error {
 	}
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
-	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, log: b.log}
+	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, lane: newIOLane(b.env.RunIO), log: b.log}
 	b.k.metrics, b.k.timed = metricsOf(b.env)
 	if b.env.Faults != nil {
 		b.k.faults = *b.env.Faults

@@ -162,7 +162,7 @@ func (a *durabilityActor) start() {
 	role := a.v.currentRole()
 	a.flush = flush.New(flush.Config{Sync: a.cfg.FlushDiskType == SyncFlush, Interval: a.cfg.FlushIntervalCommitLog,
 		LeastPages: a.cfg.FlushCommitLogLeastPages, ThoroughInterval: a.cfg.FlushCommitLogThoroughInterval,
-		NeverFlush: a.k.faults.AsyncNeverFlush}, now)
+		Chunk: asyncFlushChunk, NeverFlush: a.k.faults.AsyncNeverFlush}, now)
 	a.gate = gate.New(gateMode(a.cfg, a.k.faults, role), a.st.CommitLog().FlushedOffset())
 	a.gate.SetAckSet(now, a.v.ackSetSnapshot())
 	if !role.slave() {
@@ -255,14 +255,27 @@ func (a *durabilityActor) publishConfirm() {
 	a.k.send(a.p.reput, &confirmMoved{offset: c})
 }
 
+// asyncFlushChunk is the most one ASYNC_FLUSH msync covers (flush.Config.Chunk):
+// about half a millisecond of writeback on the disks measured, so the P it
+// holds is back before a paced consumer notices.
+const asyncFlushChunk = 512 << 10
+
 // startFlush runs one fsync of the log up to target, off the actor.
+// SYNC_FLUSH's answers wait for it: it runs at once. ASYNC_FLUSH's interval
+// flush is background work and queues on the lane (iolane.go), so it never
+// holds a P in the same instant as a checkpoint's ConsumeQueue flushes.
 func (a *durabilityActor) startFlush(target int64) {
 	st, k := a.st, a.k
-	a.k.io(a.self, func() any {
+	job := func() any {
 		t0, from := k.now(), st.CommitLog().FlushedOffset()
 		flushed, err := st.Flush(target)
 		return &flushDone{flushed: flushed, err: err, took: k.now().Sub(t0), from: from}
-	})
+	}
+	if a.cfg.FlushDiskType == SyncFlush {
+		a.k.io(a.self, job)
+		return
+	}
+	a.k.background(a.self, job)
 }
 
 func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {

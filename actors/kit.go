@@ -15,9 +15,12 @@ import (
 // its core (the store, its part of the Config) and the *pids of the actors
 // it talks to; never the Broker.
 type kit struct {
-	root   *actor.RootContext
-	clock  Clock
-	runIO  func(func())
+	root  *actor.RootContext
+	clock Clock
+	runIO func(func())
+	// lane runs background disk jobs one at a time (iolane.go); nil: they
+	// run as io does.
+	lane   *ioLane
 	log    *slog.Logger
 	faults Faults
 	// metrics is never nil (the no-op by default); timed says it wants
@@ -47,6 +50,17 @@ func (k *kit) after(d time.Duration, pid *actor.PID, msg any) func() bool {
 func (k *kit) io(self *actor.PID, job func() any) {
 	root := k.root
 	k.runIO(func() { root.Send(self, job()) })
+}
+
+// background runs job like io, but on the broker's one lane of background
+// disk work (iolane.go): after every background job handed in before it.
+func (k *kit) background(self *actor.PID, job func() any) {
+	if k.lane == nil {
+		k.io(self, job)
+		return
+	}
+	root := k.root
+	k.lane.submit(func() { root.Send(self, job()) })
 }
 
 // send delivers msg to pid from outside an actor context.

@@ -50,7 +50,7 @@ type ownerFlushed struct {
 // its outcome comes back to self as an ownerFlushed.
 func runFlush(k *kit, self *actor.PID, f *dispatch.Flush, job func() error, done *ownerFlushed) {
 	f.Start()
-	k.io(self, func() any {
+	k.background(self, func() any {
 		done.ack.Err = job()
 		return done
 	})
@@ -205,7 +205,7 @@ func (r *reputActor) ack(ctx actor.Context, m *barrierAck) {
 	// Written off the actor (it fsyncs): dispatching goes on meanwhile. The
 	// next checkpoint starts only after this one is written.
 	st := r.store
-	r.k.io(ctx.Self(), func() any {
+	r.k.background(ctx.Self(), func() any {
 		return &checkpointWritten{err: st.WriteCheckpointAt(cp.Pos, cp.Indexed, cp.Ts, cp.Marks)}
 	})
 }

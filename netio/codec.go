@@ -41,9 +41,7 @@ func (WharfCodec) AppendResponse(dst []byte, r *actors.Response) []byte {
 				fmt.Sprintf("records answer of kind %d with %d records", r.Records.Kind, len(msgs)))
 		}
 	}
-	if dst == nil {
-		dst = make([]byte, 0, sizeHint(fields))
-	}
+	dst = reserve(dst, sizeHint(fields))
 	frame, err := protocol.AppendResponse(dst, r.Code, r.Opaque, r.Status, r.Remark, fields)
 	if err != nil {
 		return protocol.AppendErrorResponse(dst[:0], r.Code, r.Opaque, protocol.StatusSystemError, "encode response: "+err.Error())
@@ -124,6 +122,17 @@ func (x *ExtBuilder) Ext(r *storage.Record) protocol.MessageExt {
 		SysFlag:         r.SysFlag,
 		BodyCRC:         r.BodyCRC,
 	}
+}
+
+// reserve returns dst with room for n more bytes: a pooled buffer too small
+// for an answer is replaced once, instead of growing by appends.
+func reserve(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst
+	}
+	b := make([]byte, len(dst), len(dst)+n)
+	copy(b, dst)
+	return b
 }
 
 // sizeHint estimates an answer's encoded size, so answers carrying

@@ -79,7 +79,32 @@ func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 // Reply implements actors.Conn: the server's codec encodes r on the
 // calling goroutine (the answering actor's), then write sends it.
 func (c *conn) Reply(r actors.Response) {
-	c.write(c.s.opt.Codec.AppendResponse(nil, &r))
+	c.write(c.s.opt.Codec.AppendResponse(getFrame(), &r))
+}
+
+// framePool holds answer buffers written out in full: a pull answer's
+// buffer was a third of the broker's allocated bytes in e2e-10k, and the
+// GC it caused paused the broker every 300 ms (docs/BENCHMARKS.md, issue
+// 17). Only write puts buffers back, and only ones the kernel took whole
+// (nothing else holds them then).
+var framePool sync.Pool // of *[]byte
+
+// maxPooledFrame bounds what the pool keeps: a rare huge answer is not held.
+const maxPooledFrame = 256 << 10
+
+func getFrame() []byte {
+	if p, ok := framePool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+func putFrame(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledFrame {
+		return
+	}
+	b = b[:0]
+	framePool.Put(&b)
 }
 
 // Send implements actors.Conn: a oneway request to the peer.
@@ -139,6 +164,7 @@ func (c *conn) write(frame []byte) {
 		done, ok := c.writeDirect(frame)
 		if done == len(frame) {
 			c.outMu.Unlock()
+			putFrame(frame)
 			if ok {
 				c.s.stats.directWrites.Add(1)
 			}

@@ -114,9 +114,7 @@ func (RemotingCodec) AppendResponse(dst []byte, r *actors.Response) []byte {
 	if r.Records != nil {
 		err = recordsAnswer(&cmd, r.Records)
 		parts = r.Records.Raw
-		if dst == nil {
-			dst = make([]byte, 0, 512+recordsSize(parts))
-		}
+		dst = reserve(dst, 512+recordsSize(parts))
 	} else if r.Fields != nil {
 		err = fieldsAnswer(&cmd, r.Fields)
 	}

@@ -10,7 +10,9 @@
 // fewer the fsyncs, the more sends each covers. Under ASYNC_FLUSH the shell
 // calls Tick every Interval; a flush starts when at least LeastPages pages
 // are dirty, or when anything is dirty and ThoroughInterval passed since
-// the last thorough flush.
+// the last thorough flush. With a Chunk, an interval flush covers the log
+// up to its end at the Tick in flushes of at most Chunk bytes, one after
+// the other (see Config.Chunk).
 package flush
 
 import "time"
@@ -24,6 +26,13 @@ type Config struct {
 	Interval         time.Duration // flushIntervalCommitLog (ASYNC_FLUSH)
 	LeastPages       int           // flushCommitLogLeastPages
 	ThoroughInterval time.Duration // flushCommitLogThoroughInterval
+	// Chunk (ASYNC_FLUSH; 0: no limit) is the most one flush covers: an
+	// interval flush goes on in chunks, each started by Done, until the
+	// log's end at the Tick is covered. A goroutine blocked in msync keeps
+	// its P; 500 ms of a 10 MB/s log in one msync held it 5-7 ms, and with
+	// the connections' event loop blocked in epoll_wait on the other of two
+	// Ps, nothing else ran (docs/BENCHMARKS.md, issue 17).
+	Chunk int64
 	// NeverFlush plants a bug (ASYNC_FLUSH never flushes on the interval)
 	// for the simulator's self-test.
 	NeverFlush bool
@@ -34,6 +43,8 @@ type Policy struct {
 	cfg          Config
 	flushing     bool
 	lastThorough time.Time
+	goal         int64 // ASYNC_FLUSH: the log's end at the Tick that started the flushes in chunks
+	target       int64 // ASYNC_FLUSH: the running flush's target
 }
 
 // New returns a policy; now starts the thorough-flush interval.
@@ -69,10 +80,26 @@ func (p *Policy) Appended(end, flushed int64) (target int64, start bool) {
 // in the store, and flushing again cannot make anything durable).
 func (p *Policy) Done(end, flushed int64, err error) (target int64, start bool) {
 	p.flushing = false
-	if !p.cfg.Sync || err != nil {
+	if err != nil {
 		return 0, false
 	}
+	if !p.cfg.Sync {
+		if flushed >= p.goal || flushed < p.target {
+			return 0, false // done, or a chunk fell short: the next Tick retries
+		}
+		p.flushing = true
+		return p.chunk(flushed), true
+	}
 	return p.maybe(end, flushed)
+}
+
+// chunk is the target of the next interval flush from flushed.
+func (p *Policy) chunk(flushed int64) int64 {
+	p.target = p.goal
+	if p.cfg.Chunk > 0 {
+		p.target = min(p.goal, flushed+p.cfg.Chunk)
+	}
+	return p.target
 }
 
 // Tick is the ASYNC_FLUSH interval: it returns the target of an fsync to
@@ -90,7 +117,8 @@ func (p *Policy) Tick(now time.Time, end, flushed int64) (target int64, start bo
 		p.lastThorough = now
 	}
 	p.flushing = true
-	return end, true
+	p.goal = end
+	return p.chunk(flushed), true
 }
 
 func (p *Policy) maybe(end, flushed int64) (int64, bool) {

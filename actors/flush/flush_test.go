@@ -92,3 +92,60 @@ func TestNeverFlushFault(t *testing.T) {
 		t.Fatal("NeverFlush flushed")
 	}
 }
+
+// An interval flush with a Chunk covers the log's end at the Tick in
+// flushes of at most Chunk bytes, each started by the previous one's Done;
+// appends after the Tick wait for the next one, a short or failed chunk ends
+// the series.
+func TestAsyncChunks(t *testing.T) {
+	cfg := Config{Interval: 500 * time.Millisecond, ThoroughInterval: time.Hour, Chunk: 100}
+	type step struct {
+		name          string
+		do            func(p *Policy) (int64, bool)
+		target        int64
+		start         bool
+		flushingAfter bool
+	}
+	tick := func(end, flushed int64) func(p *Policy) (int64, bool) {
+		return func(p *Policy) (int64, bool) { return p.Tick(t0.Add(time.Second), end, flushed) }
+	}
+	done := func(end, flushed int64, err error) func(p *Policy) (int64, bool) {
+		return func(p *Policy) (int64, bool) { return p.Done(end, flushed, err) }
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"three chunks to the tick's end", []step{
+			{"tick", tick(8*PageSize+50, 8*PageSize-200), 8*PageSize - 100, true, true},
+			{"first chunk", done(9*PageSize, 8*PageSize-100, nil), 8 * PageSize, true, true},
+			{"second chunk", done(9*PageSize, 8*PageSize, nil), 8*PageSize + 50, true, true},
+			{"the tick's end reached; later appends wait", done(9*PageSize, 8*PageSize+50, nil), 0, false, false},
+		}},
+		{"a short chunk stops", []step{
+			{"tick", tick(1000, 0), 100, true, true},
+			{"short", done(1000, 60, nil), 0, false, false},
+			{"the next tick goes on", tick(1000, 60), 160, true, true},
+		}},
+		{"a failed chunk stops", []step{
+			{"tick", tick(1000, 0), 100, true, true},
+			{"failed", done(1000, 100, errors.New("EIO")), 0, false, false},
+		}},
+	} {
+		p := New(cfg, t0)
+		for _, s := range tc.steps {
+			target, start := s.do(p)
+			if target != s.target || start != s.start || p.Flushing() != s.flushingAfter {
+				t.Fatalf("%s, %s: target %d start %v flushing %v; want %d %v %v", tc.name, s.name, target, start, p.Flushing(), s.target, s.start, s.flushingAfter)
+			}
+		}
+	}
+	// Without a Chunk one flush covers the tick's end.
+	p := New(Config{Interval: time.Second, LeastPages: 1, ThoroughInterval: time.Hour}, t0)
+	if target, _ := p.Tick(t0.Add(time.Second), 1<<20, 0); target != 1<<20 {
+		t.Fatalf("no chunk: target %d", target)
+	}
+	if _, start := p.Done(2<<20, 1<<20, nil); start {
+		t.Fatal("no chunk: Done started another flush")
+	}
+}
