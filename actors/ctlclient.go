@@ -404,12 +404,26 @@ func (a *ctlClientActor) closed(now time.Time, m *ctlClosed) {
 	if l := a.links[m.addr]; l != nil && l.ID() == m.link {
 		delete(a.links, m.addr)
 	}
-	for op, c := range a.calls {
-		if c.addr == m.addr && c.link == m.link {
+	for _, op := range a.callOrder() {
+		if c := a.calls[op]; c.addr == m.addr && c.link == m.link {
 			delete(a.calls, op)
 			a.core.Failed(now, c.id)
 		}
 	}
+}
+
+// callOrder is the calls in flight in the order they were made. Every
+// walk over them that has effects goes in this order, not the map's: the
+// agent's Failed moves it to the next controller, so the order of failures
+// decides where each retry goes, and the simulator replays a seed only if
+// that order is the same every run.
+func (a *ctlClientActor) callOrder() []uint32 {
+	ops := make([]uint32, 0, len(a.calls))
+	for op := range a.calls {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	return ops
 }
 
 // expire forgets calls the agent has timed out already (it ignores their
@@ -419,7 +433,8 @@ func (a *ctlClientActor) closed(now time.Time, m *ctlClosed) {
 // looks (a dead process behind a proxy, a silent network), and the next
 // request to it dials again instead of writing into the void.
 func (a *ctlClientActor) expire(now time.Time) {
-	for op, c := range a.calls {
+	for _, op := range a.callOrder() {
+		c := a.calls[op]
 		if now.Before(c.deadline) {
 			continue
 		}

@@ -448,3 +448,31 @@ func TestLackingLogTakesMasterOnlyKnowingly(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedAlterWaitsItsDelay: a SyncStateSet change that failed (the
+// controllers unreachable) is retried after the retry delay, however many
+// slave reports arrive meanwhile. Each report used to send it again at
+// once, so a master whose controllers were down dialled them thousands of
+// times a second (found by the simulator's ctl-rejoin scenario).
+func TestFailedAlterWaitsItsDelay(t *testing.T) {
+	r := newRun(t, Config{})
+	r.master()
+	r.st.MaxOffset = 50
+	r.a.Slaves(r.now, []SlaveProgress{{BrokerID: 2, Acked: 50, Connected: true}})
+	r.take()
+	q := r.pop(AlterSet)
+	r.a.Failed(r.now, q.ID)
+	r.take()
+	for i := 0; i < 50; i++ {
+		r.now = r.now.Add(ms(1))
+		r.a.Slaves(r.now, []SlaveProgress{{BrokerID: 2, Acked: 50, Connected: true}})
+		r.take()
+		if r.has(AlterSet) {
+			t.Fatalf("the failed change was sent again %v after its failure, before the %v retry delay", ms(i+1), DefaultRetryDelay)
+		}
+	}
+	r.advance(DefaultRetryDelay)
+	if q := r.pop(AlterSet); !slices.Equal(q.NewSet, []int64{1, 2}) {
+		t.Fatalf("alter %v after the retry delay, want [1 2]", q.NewSet)
+	}
+}

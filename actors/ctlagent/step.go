@@ -30,8 +30,13 @@ func (a *Agent) step(now time.Time) {
 		}
 	}
 	a.track(now)
-	if a.isMaster() && a.inflight[AlterSet] == nil && a.alterTo() != nil {
-		a.due[AlterSet] = now // a member fell behind for too long
+	if a.isMaster() && a.inflight[AlterSet] == nil && a.due[AlterSet].IsZero() && a.alterTo() != nil {
+		// A member fell behind for too long, or caught up. Not when a
+		// retry is scheduled already: a failed or refused change waits
+		// its delay (every slave report is an input, and without the
+		// check a master whose controllers are down dialled them
+		// thousands of times a second).
+		a.due[AlterSet] = now
 	}
 	for k := Kind(0); k < kinds; k++ {
 		if a.inflight[k] == nil && !a.due[k].IsZero() && !now.Before(a.due[k]) {
@@ -260,10 +265,5 @@ func (a *Agent) Slaves(now time.Time, ps []SlaveProgress) {
 			s.connected = false
 		}
 	}
-	a.track(now)
-	if a.isMaster() && a.inflight[AlterSet] == nil && a.alterTo() != nil {
-		a.due[AlterSet] = now
-		a.send(now, AlterSet)
-	}
-	a.step(now)
+	a.step(now) // proposes the change a report calls for (see step)
 }
