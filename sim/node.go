@@ -81,6 +81,8 @@ type Node struct {
 	drift time.Duration // its clock's offset from virtual time
 
 	dial        func(addr string, h actors.Handler) (actors.Conn, error) // links to name servers and a slave's to its master
+	dialSince   time.Time                                                // countDial's current second
+	dials       int                                                      // dials in it
 	nsIdx       int                                                      // a name server: 1 + its index; 0: a broker
 	startedAt   time.Time                                                // the current incarnation's start
 	downAt      time.Time                                                // its last crash
@@ -185,7 +187,10 @@ func (n *Node) env() actors.Env {
 	}
 	if n.dial != nil {
 		dial := n.dial
-		env.Dial = dial
+		env.Dial = func(addr string, h actors.Handler) (actors.Conn, error) {
+			n.countDial()
+			return dial(addr, h)
+		}
 	}
 	return env
 }
@@ -315,3 +320,26 @@ func (h *traceHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler { return h }
 func (h *traceHandler) WithGroup(string) slog.Handler         { return h }
+
+// maxDialsPerSecond bounds the connections a node may open in one second
+// of virtual time. Every retry in the broker waits a delay (the controller
+// client's 100 ms, the registrar's and replication's intervals), so a node
+// stays far below it; one that retries on every input instead of waiting
+// dials thousands of times a second, as a master whose controllers were
+// down once did (seed 71, ctl-rejoin): that storm is a defect even when
+// nothing is lost.
+const maxDialsPerSecond = 200
+
+// countDial counts one dial in the node's current second and reports a
+// storm once per second.
+func (n *Node) countDial() {
+	now := n.w.Now()
+	if now.Sub(n.dialSince) >= time.Second {
+		n.dialSince, n.dials = now, 0
+	}
+	n.dials++
+	if n.dials == maxDialsPerSecond+1 {
+		n.w.Violationf("%s dialled more than %d times within a second (since %.6fs): a retry without a delay",
+			n.name, maxDialsPerSecond, n.dialSince.Sub(Epoch).Seconds())
+	}
+}

@@ -145,6 +145,7 @@ var regressionSeeds = []struct {
 	{5013, "ctl-master-crash", "a slave's queues lagged its log (its reput limit held at its old master's confirm offset), so the slave made master answered a consumer's next offset as moved"},
 	{1389, "ctl-master-crash", "a slave that lost its unflushed tail in a power cut was elected while its master, which held every acknowledged message, was down: acknowledged messages were cut"},
 	{3072, "ctl-master-crash", "the simulator injected fsync errors into a broker that was down: its restart met the broken disk and nothing restarted it again"},
+	{71, "ctl-rejoin", "a master whose controllers were all down resent its SyncStateSet change on every slave report, dialling them thousands of times a second (and failed its calls in map order, so the seed replayed differently)"},
 	{105, "ctl-lost-tail", "a slave elected on the heartbeat it sent before its power cut took the role after it: the members of the set before that election held what it lost"},
 }
 
