@@ -31,9 +31,49 @@ func (r *RecoveryReport) String() string {
 		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut)
 }
 
-// recover brings the store to a consistent state; see Open.
+// recovery is one run of recover: what the phases learn and hand on.
+type recovery struct {
+	s       *Store
+	rep     *RecoveryReport
+	cp      *checkpoint // nil: missing or damaged
+	del     Deleted
+	minOff  int64 // the log's first offset
+	logEnd  int64 // where the last segment's bytes end
+	end     int64 // where valid data ends: the log's end after recovery
+	scan    int64 // the first offset re-dispatched to every queue
+	trusted bool  // a clean stop whose checkpoint is exact
+	rebuild map[QueueKey]bool
+	idxFrom int64 // the first offset re-indexed
+}
+
+// recover brings the store to a consistent state; see Open. Its phases, in
+// order: read the abort file and the checkpoint, open the ConsumeQueues and
+// the index, find where valid data ends and cut the log there, cut or
+// rebuild the queues and the index to match, re-dispatch, persist.
 func (s *Store) recover() (*RecoveryReport, error) {
-	rep := &RecoveryReport{IndexRebuiltFrom: -1, RequestedCut: -1}
+	r := &recovery{s: s, rep: &RecoveryReport{IndexRebuiltFrom: -1, RequestedCut: -1}}
+	if err := r.readState(); err != nil {
+		return r.rep, err
+	}
+	segs := s.cl.segments()
+	if len(segs) == 0 {
+		return r.rep, r.emptyLog()
+	}
+	r.minOff, r.logEnd = segs[0].start, segs[len(segs)-1].end()
+	for _, phase := range []func() error{r.findEnd, r.cutQueues, r.cutIndex, r.markReindex, r.redispatch, r.persist} {
+		if err := phase(); err != nil {
+			return r.rep, err
+		}
+	}
+	return r.rep, nil
+}
+
+func (r *recovery) clamp(v int64) int64 { return max(r.minOff, min(v, r.logEnd)) }
+
+// readState reads the abort file and the checkpoint and opens the
+// ConsumeQueues and the index.
+func (r *recovery) readState() error {
+	s, rep := r.s, r.rep
 	_, err := s.fs.Stat(s.abortPath())
 	rep.Abnormal = err == nil
 	cp, err := loadCheckpoint(s.fs, s.cfg.StorePathRootDir)
@@ -48,188 +88,217 @@ func (s *Store) recover() (*RecoveryReport, error) {
 	default:
 		rep.CheckpointState = "running"
 	}
+	r.cp = cp
 	if cp != nil && cp.ConsumeQueueSize != 0 && cp.ConsumeQueueSize != int64(s.cfg.MappedFileSizeConsumeQueue) {
-		return rep, fmt.Errorf("mappedFileSizeConsumeQueue is %d entries but the store was written with %d; changing it is not supported",
+		return fmt.Errorf("mappedFileSizeConsumeQueue is %d entries but the store was written with %d; changing it is not supported",
 			s.cfg.MappedFileSizeConsumeQueue, cp.ConsumeQueueSize)
 	}
 	if err := s.openConsumeQueues(); err != nil {
-		return rep, err
+		return err
 	}
 	if err := s.dropDeletedQueues(rep); err != nil {
-		return rep, err
+		return err
 	}
-	del := s.cl.Deleted()
-	if s.cfg.MessageIndexEnable {
-		opts := index.Options{SlotNum: s.cfg.MaxHashSlotNum, IndexNum: s.cfg.MaxIndexNum}
-		idx, err := index.Open(s.fs, s.indexDir(), opts)
-		if errors.Is(err, index.ErrCorrupt) {
-			// The index is derived data: a damaged one (a crash can tear an
-			// unflushed header) is dropped and rebuilt from the log.
-			rep.IndexDiscarded = err.Error()
-			if err = s.fs.RemoveAll(s.indexDir()); err == nil {
-				idx, err = index.Open(s.fs, s.indexDir(), opts)
-			}
-		}
-		if err != nil {
-			return rep, fmt.Errorf("index: %w", err)
-		}
-		s.idx = idx
-	}
+	r.del = s.cl.Deleted()
+	return r.openIndex()
+}
 
-	segs := s.cl.segments()
-	if len(segs) == 0 {
-		// No log at all: nothing can be indexed.
-		for k, q := range s.cqs {
-			q.Close()
-			delete(s.cqs, k)
-		}
-		if err := s.fs.RemoveAll(s.consumeQueueDir()); err != nil {
-			return rep, fmt.Errorf("remove consume queues of an empty log: %w", err)
-		}
-		if cp != nil {
-			// The log was emptied by retention; continue where it ended.
-			s.cl.maxOffset.Store(cp.CLMax)
-			s.cl.flushed.Store(cp.CLMax)
-		}
-		s.dispatched.Store(s.cl.MaxOffset())
-		rep.TruncatedAt = s.dispatched.Load()
-		return rep, nil
+// openIndex opens the IndexFile, dropping a damaged one.
+func (r *recovery) openIndex() error {
+	s := r.s
+	if !s.cfg.MessageIndexEnable {
+		return nil
 	}
-	minOff, logEnd := segs[0].start, segs[len(segs)-1].end()
-	clamp := func(v int64) int64 { return max(minOff, min(v, logEnd)) }
+	opts := index.Options{SlotNum: s.cfg.MaxHashSlotNum, IndexNum: s.cfg.MaxIndexNum}
+	idx, err := index.Open(s.fs, s.indexDir(), opts)
+	if errors.Is(err, index.ErrCorrupt) {
+		// The index is derived data: a damaged one (a crash can tear an
+		// unflushed header) is dropped and rebuilt from the log.
+		r.rep.IndexDiscarded = err.Error()
+		if err = s.fs.RemoveAll(s.indexDir()); err == nil {
+			idx, err = index.Open(s.fs, s.indexDir(), opts)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	s.idx = idx
+	return nil
+}
 
-	// Where valid data must end, and from where to scan.
-	var end, durable, scanFrom int64
-	trusted := false
-	if !rep.Abnormal && cp != nil && cp.Clean && cp.CLMax >= minOff && cp.CLMax <= logEnd {
+// emptyLog: no log at all, so nothing can be indexed.
+func (r *recovery) emptyLog() error {
+	s := r.s
+	for k, q := range s.cqs {
+		q.Close()
+		delete(s.cqs, k)
+	}
+	if err := s.fs.RemoveAll(s.consumeQueueDir()); err != nil {
+		return fmt.Errorf("remove consume queues of an empty log: %w", err)
+	}
+	if r.cp != nil {
+		// The log was emptied by retention; continue where it ended.
+		s.cl.maxOffset.Store(r.cp.CLMax)
+		s.cl.flushed.Store(r.cp.CLMax)
+	}
+	s.dispatched.Store(s.cl.MaxOffset())
+	r.rep.TruncatedAt = s.dispatched.Load()
+	return nil
+}
+
+// findEnd finds where valid data must end and from where to scan, and cuts
+// the log there.
+func (r *recovery) findEnd() error {
+	s, rep, cp := r.s, r.rep, r.cp
+	var durable int64
+	if !rep.Abnormal && cp != nil && cp.Clean && cp.CLMax >= r.minOff && cp.CLMax <= r.logEnd {
 		// Clean stop: the checkpoint is exact. Check that nothing that looks
 		// like a record follows it, which would mean the checkpoint is stale.
-		end = cp.CLMax
-		trusted = !s.recordStartsAt(end)
-		durable = end
-		scanFrom = clamp(cp.Dispatched)
+		r.end = cp.CLMax
+		r.trusted = !s.recordStartsAt(r.end)
+		durable = r.end
+		r.scan = r.clamp(cp.Dispatched)
 	}
-	if !trusted {
+	if !r.trusted {
 		rep.Abnormal = true
-		durable, scanFrom = minOff, minOff
+		durable, r.scan = r.minOff, r.minOff
 		if cp != nil {
-			durable = clamp(cp.CLFlushed)
-			scanFrom = clamp(min(cp.Dispatched, cp.CLFlushed))
+			durable = r.clamp(cp.CLFlushed)
+			r.scan = r.clamp(min(cp.Dispatched, cp.CLFlushed))
 		}
-		// Validate from the start of the segment holding scanFrom: the part
-		// of the log not yet known durable is where a tear can be. When
-		// scanFrom is the log's end and that is a segment's end (a slave
-		// that copied the master's blank filler creates the next segment
-		// only when the next bytes come), no segment holds it: the last
-		// one is validated.
-		seg := s.cl.findSegment(scanFrom)
+		// Validate from the start of the segment holding the scan's start:
+		// the part of the log not yet known durable is where a tear can
+		// be. When that is the log's end and that is a segment's end (a
+		// slave that copied the master's blank filler creates the next
+		// segment only when the next bytes come), no segment holds it:
+		// the last one is validated.
+		seg := s.cl.findSegment(r.scan)
 		if seg == nil {
+			segs := s.cl.segments()
 			seg = segs[len(segs)-1]
 		}
-		scanFrom = seg.start
-		end, err = s.scanValid(scanFrom, logEnd, durable)
+		r.scan = seg.start
+		end, err := s.scanValid(r.scan, r.logEnd, durable)
 		if err != nil {
-			return rep, err
+			return err
 		}
+		r.end = end
 		rep.TornBytes = s.tornBytes(end)
 	}
-	rep.ScannedFrom, rep.TruncatedAt = scanFrom, end
-	if err := s.cl.truncate(end); err != nil {
-		return rep, err
-	}
+	rep.ScannedFrom, rep.TruncatedAt = r.scan, r.end
+	return s.cl.truncate(r.end)
+}
 
-	// ConsumeQueues may hold entries of the cut tail (their pages were written
-	// back, the log's were not); cut them.
+// cutQueues cuts the ConsumeQueues' entries of the cut tail (their pages
+// were written back, the log's were not) and drops, for a rebuild, those
+// whose durable extent (per the checkpoint) is gone although their records
+// are still in the log: damaged or deleted by hand. (A mark of a deleted
+// topic's queue describes records that are gone.)
+func (r *recovery) cutQueues() error {
+	s := r.s
 	for k, q := range s.cqs {
-		if err := q.TruncateByPhy(end); err != nil {
-			return rep, fmt.Errorf("consume queue %s: %w", k, err)
+		if err := q.TruncateByPhy(r.end); err != nil {
+			return fmt.Errorf("consume queue %s: %w", k, err)
 		}
 	}
-	// A queue whose durable extent (per the checkpoint) is gone although its
-	// records are still in the log was damaged or deleted by hand: rebuild it.
-	// (A mark of a deleted topic's queue describes records that are gone.)
-	rebuild := map[QueueKey]bool{}
-	if cp != nil {
-		for _, m := range cp.Queues {
+	r.rebuild = map[QueueKey]bool{}
+	if r.cp != nil {
+		for _, m := range r.cp.Queues {
 			q := s.cqs[m.Key]
-			if m.LastPhy >= 0 && m.LastPhy < end && m.LastPhy >= minOff && (q == nil || q.MaxOffset() < m.Max) &&
-				!del.Covers([]byte(m.Key.Topic), m.LastPhy) {
-				rebuild[m.Key] = true
+			if m.LastPhy >= 0 && m.LastPhy < r.end && m.LastPhy >= r.minOff && (q == nil || q.MaxOffset() < m.Max) &&
+				!r.del.Covers([]byte(m.Key.Topic), m.LastPhy) {
+				r.rebuild[m.Key] = true
 			}
 		}
 	}
-	for k := range rebuild {
+	for k := range r.rebuild {
 		if q := s.cqs[k]; q != nil {
 			q.Close()
 			delete(s.cqs, k)
 		}
 		if err := s.fs.RemoveAll(s.cqDir(k)); err != nil {
-			return rep, fmt.Errorf("consume queue %s: remove for rebuild: %w", k, err)
+			return fmt.Errorf("consume queue %s: remove for rebuild: %w", k, err)
 		}
-		rep.RebuiltQueues = append(rep.RebuiltQueues, k)
+		r.rep.RebuiltQueues = append(r.rep.RebuiltQueues, k)
 	}
-	idxFrom := end
-	if s.idx != nil {
-		// The index may hold entries of the cut tail, and after an unclean
-		// stop the file written since the last checkpoint may have torn
-		// slots: drop what is not known good and re-index from there.
-		safe := end
-		if rep.Abnormal {
-			safe = minOff // no checkpoint: nothing of the index is known good
-			if cp != nil {
-				safe = min(end, clamp(cp.Indexed))
-			}
-		}
-		if !trusted || s.idx.MaxPhyOffset() >= end {
-			from, err := s.idx.TruncateAfter(safe)
-			if err != nil {
-				return rep, fmt.Errorf("index: %w", err)
-			}
-			if from >= 0 {
-				idxFrom = min(clamp(from), end)
-				rep.IndexRebuiltFrom = idxFrom
-			}
-		}
-		if m := s.idx.MaxPhyOffset(); m < idxFrom && !trusted {
-			idxFrom = max(m, minOff) // an empty index starts at the log's start
-			rep.IndexRebuiltFrom = idxFrom
-		}
-	}
+	return nil
+}
 
-	// Re-indexing writes index files that are not flushed until recovery
-	// ends. Record, before it starts, that the index is only good below
-	// idxFrom, so a crash during it makes the next recovery drop those files.
-	if s.idx != nil && idxFrom < end {
-		mid := &checkpoint{CLFlushed: minOff, CLMax: end, Dispatched: minOff, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
-		if cp != nil {
-			c := *cp
-			mid = &c
-			mid.Clean = false
-		}
-		mid.Indexed = idxFrom
-		if err := writeFileAtomic(s.fs, s.checkpointPath(), mid.encode()); err != nil {
-			return rep, fmt.Errorf("checkpoint before re-indexing: %w", err)
+// cutIndex finds from where to re-index: the index may hold entries of
+// the cut tail, and after an unclean stop the file written since the last
+// checkpoint may have torn slots, so what is not known good is dropped.
+func (r *recovery) cutIndex() error {
+	s, rep := r.s, r.rep
+	r.idxFrom = r.end
+	if s.idx == nil {
+		return nil
+	}
+	safe := r.end
+	if rep.Abnormal {
+		safe = r.minOff // no checkpoint: nothing of the index is known good
+		if r.cp != nil {
+			safe = min(r.end, r.clamp(r.cp.Indexed))
 		}
 	}
+	if !r.trusted || s.idx.MaxPhyOffset() >= r.end {
+		from, err := s.idx.TruncateAfter(safe)
+		if err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+		if from >= 0 {
+			r.idxFrom = min(r.clamp(from), r.end)
+			rep.IndexRebuiltFrom = r.idxFrom
+		}
+	}
+	if m := s.idx.MaxPhyOffset(); m < r.idxFrom && !r.trusted {
+		r.idxFrom = max(m, r.minOff) // an empty index starts at the log's start
+		rep.IndexRebuiltFrom = r.idxFrom
+	}
+	return nil
+}
 
-	// Re-dispatch: every record from scanFrom for all queues, from the log's
-	// start for rebuilt queues, and from idxFrom for the index.
-	from := min(scanFrom, idxFrom)
-	if len(rebuild) > 0 {
-		from = minOff
+// markReindex: re-indexing writes index files that are not flushed until
+// recovery ends. Record, before it starts, that the index is only good
+// below idxFrom, so a crash during it makes the next recovery drop those
+// files.
+func (r *recovery) markReindex() error {
+	s := r.s
+	if s.idx == nil || r.idxFrom >= r.end {
+		return nil
 	}
-	_, err = s.ForEachRecord(from, end, false, func(off int64, r *Record) error {
-		if del.Covers(r.Topic, off) {
+	mid := &checkpoint{CLFlushed: r.minOff, CLMax: r.end, Dispatched: r.minOff, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
+	if r.cp != nil {
+		c := *r.cp
+		mid = &c
+		mid.Clean = false
+	}
+	mid.Indexed = r.idxFrom
+	if err := writeFileAtomic(s.fs, s.checkpointPath(), mid.encode()); err != nil {
+		return fmt.Errorf("checkpoint before re-indexing: %w", err)
+	}
+	return nil
+}
+
+// redispatch applies every record from the scan's start to all queues,
+// from the log's start to rebuilt queues, and from idxFrom to the index.
+func (r *recovery) redispatch() error {
+	s := r.s
+	from := min(r.scan, r.idxFrom)
+	if len(r.rebuild) > 0 {
+		from = r.minOff
+	}
+	_, err := s.ForEachRecord(from, r.end, false, func(off int64, rec *Record) error {
+		if r.del.Covers(rec.Topic, off) {
 			return nil // a deleted topic's record: never dispatched again
 		}
-		d := NewDispatchRequest(off, r)
-		if off >= scanFrom || rebuild[d.Key] {
-			rep.Redispatched++
+		d := NewDispatchRequest(off, rec)
+		if off >= r.scan || r.rebuild[d.Key] {
+			r.rep.Redispatched++
 			if err := s.applyCQ(&d); err != nil {
 				return err
 			}
 		}
-		if off >= idxFrom {
+		if off >= r.idxFrom {
 			if err := s.applyIndex(&d); err != nil {
 				return err
 			}
@@ -238,25 +307,26 @@ func (s *Store) recover() (*RecoveryReport, error) {
 		return nil
 	})
 	if err != nil {
-		return rep, fmt.Errorf("re-dispatch: %w", err)
+		return fmt.Errorf("re-dispatch: %w", err)
 	}
-	s.dispatched.Store(end)
+	s.dispatched.Store(r.end)
+	return nil
+}
 
-	// The topic-queue offset table follows from the ConsumeQueues, which now
-	// match the log exactly (a deleted topic's queues are gone with its
-	// records, so its re-created queues count from 0).
+// persist derives the topic-queue offset table from the ConsumeQueues,
+// which now match the log exactly (a deleted topic's queues are gone with
+// its records, so its re-created queues count from 0), and persists the
+// recovered state before accepting writes, so a crash right after recovery
+// starts from here.
+func (r *recovery) persist() error {
+	s := r.s
 	for k, q := range s.cqs {
 		s.cl.queueOffsets[k] = q.MaxOffset()
 	}
-	// Persist the recovered state before accepting writes, so a crash right
-	// after recovery starts from here.
-	if _, err := s.cl.Flush(end); err != nil {
-		return rep, err
+	if _, err := s.cl.Flush(r.end); err != nil {
+		return err
 	}
-	if err := s.checkpoint(false); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	return s.checkpoint(false)
 }
 
 // recordStartsAt reports whether bytes that look like a record header start
