@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -60,7 +62,8 @@ func TestSeeds(t *testing.T) {
 			t.Errorf("seed %d (%s): %s", a.Seed, a.Scenario, v)
 		}
 		if a.TraceHash != b.TraceHash || a.Steps != b.Steps {
-			t.Errorf("seed %d is not deterministic: trace %s/%s, steps %d/%d", a.Seed, a.TraceHash, b.TraceHash, a.Steps, b.Steps)
+			t.Errorf("seed %d is not deterministic: trace %s/%s, steps %d/%d; %s", a.Seed, a.TraceHash, b.TraceHash, a.Steps, b.Steps,
+				divergence(a.Seed))
 		}
 	}
 	for _, sc := range Scenarios {
@@ -69,6 +72,38 @@ func TestSeeds(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds twice, per scenario %v", n, perScenario)
+}
+
+// divergence replays seed until two runs differ and returns where their
+// traces part (logs left out: they are not hashed), so that a
+// nondeterministic seed says where to look.
+func divergence(seed int64) string {
+	var first []string
+	var firstHash string
+	for i := 0; i < 20; i++ {
+		var b bytes.Buffer
+		r := Run(Options{Seed: seed, Trace: &b})
+		var lines []string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if !strings.Contains(l, "   log ") {
+				lines = append(lines, l)
+			}
+		}
+		if first == nil {
+			first, firstHash = lines, r.TraceHash
+			continue
+		}
+		if r.TraceHash == firstHash {
+			continue
+		}
+		for j := 0; j < min(len(first), len(lines)); j++ {
+			if first[j] != lines[j] {
+				return fmt.Sprintf("replayed, the traces part at event %d: %q (before: %q) vs %q", j, first[j], first[max(j-1, 0)], lines[j])
+			}
+		}
+		return fmt.Sprintf("replayed, one trace is a prefix of the other (%d vs %d events)", len(first), len(lines))
+	}
+	return "20 replays gave the same trace"
 }
 
 // TestBugsCaught plants each bug and requires the simulator to catch it.
