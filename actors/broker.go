@@ -84,6 +84,12 @@ func (b *Broker) Start() error {
 	if b.env.Clock == nil || b.env.RunIO == nil {
 		return errors.New("actors: Env.Clock and Env.RunIO are required")
 	}
+	if b.store != nil && b.cfg.EnableControllerMode != b.store.DispatchConfirmedOnly() {
+		// Controller mode promises consumers nothing unconfirmed, across
+		// restarts too: the store must keep to it when it opens and closes.
+		return fmt.Errorf("actors: enableControllerMode is %v but the store was opened with DispatchConfirmedOnly %v",
+			b.cfg.EnableControllerMode, b.store.DispatchConfirmedOnly())
+	}
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, lane: newIOLane(b.env.RunIO), log: b.log}
@@ -130,7 +136,11 @@ func (b *Broker) Start() error {
 	b.p.groups = spawn("groups", func() actor.Actor {
 		return &groupRouter{k: b.k, p: b.p, v: b.v, interval: b.cfg.ConsumerHeartbeatInterval, boot: b.bootTime, props: b.childProps("groups")}
 	})
-	held := b.store.CommitLog().MaxOffset() // before the writer exists: nothing of a role yet
+	// Controller mode: before any role, only what the store dispatched
+	// when it opened, which was confirmed before the stop (storage's
+	// DispatchConfirmedOnly): a former master's tail past its confirm
+	// offset waits until the broker knows it is master again, or is cut.
+	held := b.store.Dispatched()
 	b.p.reput = spawn("reput", func() actor.Actor {
 		return &reputActor{k: b.k, store: b.store, p: b.p, syncFlush: b.cfg.FlushDiskType == SyncFlush,
 			controller: b.cfg.EnableControllerMode, held: held, interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}

@@ -163,7 +163,9 @@ func startBrokerEnv(t *testing.T, fsys vfs.FS, mut func(*Config), env Env) *harn
 // startAt starts a broker with cfg on loop.
 func startAt(t *testing.T, fsys vfs.FS, cfg Config, loop *vtime.Loop[vtime.None], env Env) *harness {
 	t.Helper()
-	st, _, err := storage.Open(fsys, testStoreConfig())
+	scfg := testStoreConfig()
+	scfg.DispatchConfirmedOnly = cfg.EnableControllerMode
+	st, _, err := storage.Open(fsys, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,28 +115,29 @@ func (a *writerActor) haTick(ctx actor.Context, now time.Time) {
 }
 
 // slaveHolds lifts the Reput actor's limit on a slave (controller mode) to
-// its log's end: a slave's consumers see what it holds, and a slave made
-// master serves at once what it was sent. A master just deposed is the
-// exception until its new master sends a confirm offset: the tail past its
-// own last confirm offset was never acknowledged and is cut when it
-// rejoins, so its consumers must not see it meanwhile. The writer sends
-// the limit, not the durability actor, because it is the log's appender:
-// the end it reads has none of its own writes as a master, and the limit
-// reaches the Reput actor before any of them does (one mailbox, FIFO).
+// its master's confirm offset as this broker last heard it, within its
+// log: a slave's consumers see only what every replica an election may
+// pick holds, since a slave's tail past it can be cut when another member
+// is elected (and a former master's tail past its own last confirm offset
+// is cut when it rejoins). Until a confirm offset is heard the limit stays
+// where it started (what the store dispatched when it opened). A slave
+// made master serves at once what it holds: its log is the new epoch's
+// truth (durability.go lifts the limit to the epoch's start). The writer
+// sends the limit, not the durability actor, because it is the log's
+// appender: the end it reads has none of its own writes as a master, and
+// the limit reaches the Reput actor before any of them does (one mailbox,
+// FIFO).
 func (a *writerActor) slaveHolds(ctx actor.Context) {
-	if !a.cfg.EnableControllerMode || !a.role.slave() {
+	if !a.cfg.EnableControllerMode || !a.role.slave() || a.fol == nil {
 		return
 	}
-	limit := a.st.CommitLog().MaxOffset()
-	if a.fol != nil && a.fol.ConfirmOffset() > 0 {
-		a.v.publishConfirm(a.fol.ConfirmOffset())
-		a.deposed = false
-		a.caughtUp()
+	c := a.fol.ConfirmOffset()
+	if c <= 0 {
+		return
 	}
-	if a.deposed {
-		limit = min(limit, a.v.confirmOffset())
-	}
-	ctx.Send(a.p.reput, &confirmMoved{offset: limit})
+	a.v.publishConfirm(c)
+	a.caughtUp()
+	ctx.Send(a.p.reput, &confirmMoved{offset: c})
 }
 
 // drainFollower carries out what the follower asks for.

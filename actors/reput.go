@@ -70,8 +70,8 @@ type reputActor struct {
 	p         *pids
 	syncFlush bool
 	// controller mode: nothing is dispatched past the limit confirmMoved
-	// lifts, which starts at held, the log's end when the broker started
-	// (what it held before any role: a slave's truth).
+	// lifts, which starts at held, what the store dispatched when it
+	// opened (confirmed before the stop: storage's DispatchConfirmedOnly).
 	controller bool
 	held       int64
 	interval   time.Duration // flushIntervalConsumeQueue: between checkpoints

@@ -152,7 +152,6 @@ func (a *writerActor) setRole(ctx actor.Context, m *setRole) {
 	drain := ""
 	if !from.slave() && m.to.slave() {
 		drain = "role changed to " + m.to.role
-		a.deposed = a.cfg.EnableControllerMode // its tail past its confirm offset may be cut
 		// Sends appended but not yet handed over wait with the others
 		// and are answered by the drain.
 		if len(a.waits) > 0 {

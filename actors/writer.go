@@ -60,9 +60,6 @@ type writerActor struct {
 	waits      []*pendingReply // sends waiting for the gate, not yet handed over
 	items      []writer.Item
 	itemPtrs   []*writer.Item
-	// deposed: a master made slave (controller mode) that has not heard a
-	// confirm offset from its new master yet; see slaveHolds.
-	deposed bool
 }
 
 func newWriterActor(d writerDeps, role roleState) *writerActor {

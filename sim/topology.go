@@ -209,6 +209,7 @@ func nodeConfigs(c Config, gi, id int) (actors.Config, storage.Config) {
 	s.WarmMappedFileEnable = false
 	if c.Ctl != nil {
 		ctlBrokerConfig(&a, c, gi, id)
+		s.DispatchConfirmedOnly = true
 	}
 	return a, s
 }

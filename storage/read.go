@@ -20,10 +20,16 @@ const (
 	GetOffsetOverflowOne                    // exactly at the max offset: wait for new messages
 	GetOffsetOverflowBadly                  // beyond the max offset
 	GetNoMatchedLogicQueue                  // no such queue
+	// GetOffsetNotDispatched: beyond the max offset while the log holds
+	// records not yet dispatched (DispatchConfirmedOnly): the offset may be
+	// among them, so wait, as at the max offset. A consumer that read up to
+	// an offset confirmed before a restart is there while the store keeps
+	// back what it did not know confirmed.
+	GetOffsetNotDispatched
 )
 
 var getStatusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL",
-	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "NO_MATCHED_LOGIC_QUEUE"}
+	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "NO_MATCHED_LOGIC_QUEUE", "OFFSET_NOT_DISPATCHED"}
 
 func (s GetStatus) String() string {
 	if int(s) < len(getStatusNames) {
@@ -82,6 +88,9 @@ func (s *Store) GetMessages(k QueueKey, from int64, lim GetLimits, filter func(t
 		return res, nil
 	case from == res.MaxOffset:
 		res.Status = GetOffsetOverflowOne
+		return res, nil
+	case from > res.MaxOffset && s.cfg.DispatchConfirmedOnly && s.dispatched.Load() < s.cl.MaxOffset():
+		res.Status = GetOffsetNotDispatched
 		return res, nil
 	case from > res.MaxOffset:
 		res.Status, res.NextBeginOffset = GetOffsetOverflowBadly, res.MaxOffset

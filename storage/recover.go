@@ -24,11 +24,12 @@ type RecoveryReport struct {
 	IndexRebuiltFrom int64      // -1 if the index needed no rebuild
 	IndexDiscarded   string     // why a damaged index was dropped, if it was
 	RequestedCut     int64      // where a cut RequestTruncate asked for was made, -1 if none
+	Undispatched     int64      // bytes of log left undispatched (DispatchConfirmedOnly): not known confirmed
 }
 
 func (r *RecoveryReport) String() string {
-	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d requested_cut=%d",
-		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut)
+	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d requested_cut=%d undispatched=%d",
+		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut, r.Undispatched)
 }
 
 // recovery is one run of recover: what the phases learn and hand on.
@@ -40,6 +41,7 @@ type recovery struct {
 	minOff  int64 // the log's first offset
 	logEnd  int64 // where the last segment's bytes end
 	end     int64 // where valid data ends: the log's end after recovery
+	upTo    int64 // how far records are dispatched: end, or less (DispatchConfirmedOnly)
 	scan    int64 // the first offset re-dispatched to every queue
 	trusted bool  // a clean stop whose checkpoint is exact
 	rebuild map[QueueKey]bool
@@ -60,7 +62,7 @@ func (s *Store) recover() (*RecoveryReport, error) {
 		return r.rep, r.emptyLog()
 	}
 	r.minOff, r.logEnd = segs[0].start, segs[len(segs)-1].end()
-	for _, phase := range []func() error{r.findEnd, r.cutQueues, r.cutIndex, r.markReindex, r.redispatch, r.persist} {
+	for _, phase := range []func() error{r.findEnd, r.holdBack, r.cutQueues, r.cutIndex, r.markReindex, r.redispatch, r.persist} {
 		if err := phase(); err != nil {
 			return r.rep, err
 		}
@@ -189,15 +191,33 @@ func (r *recovery) findEnd() error {
 	return s.cl.truncate(r.end)
 }
 
-// cutQueues cuts the ConsumeQueues' entries of the cut tail (their pages
-// were written back, the log's were not) and drops, for a rebuild, those
+// holdBack sets how far records are dispatched: to the log's end, or,
+// under DispatchConfirmedOnly, only as far as the checkpoint says they
+// were (the broker dispatched nothing past a confirm offset, so that much
+// was confirmed; a checkpoint written later than some dispatch only says
+// less). No checkpoint: nothing is known confirmed.
+func (r *recovery) holdBack() error {
+	r.upTo = r.end
+	if r.s.cfg.DispatchConfirmedOnly {
+		r.upTo = r.minOff
+		if r.cp != nil {
+			r.upTo = min(r.end, r.clamp(r.cp.Dispatched))
+		}
+	}
+	r.rep.Undispatched = r.end - r.upTo
+	return nil
+}
+
+// cutQueues cuts the ConsumeQueues' entries past the dispatch limit (the
+// cut tail's: their pages were written back, the log's were not; or those
+// not known confirmed) and drops, for a rebuild, those
 // whose durable extent (per the checkpoint) is gone although their records
 // are still in the log: damaged or deleted by hand. (A mark of a deleted
 // topic's queue describes records that are gone.)
 func (r *recovery) cutQueues() error {
 	s := r.s
 	for k, q := range s.cqs {
-		if err := q.TruncateByPhy(r.end); err != nil {
+		if err := q.TruncateByPhy(r.upTo); err != nil {
 			return fmt.Errorf("consume queue %s: %w", k, err)
 		}
 	}
@@ -205,7 +225,7 @@ func (r *recovery) cutQueues() error {
 	if r.cp != nil {
 		for _, m := range r.cp.Queues {
 			q := s.cqs[m.Key]
-			if m.LastPhy >= 0 && m.LastPhy < r.end && m.LastPhy >= r.minOff && (q == nil || q.MaxOffset() < m.Max) &&
+			if m.LastPhy >= 0 && m.LastPhy < r.upTo && m.LastPhy >= r.minOff && (q == nil || q.MaxOffset() < m.Max) &&
 				!r.del.Covers([]byte(m.Key.Topic), m.LastPhy) {
 				r.rebuild[m.Key] = true
 			}
@@ -229,24 +249,24 @@ func (r *recovery) cutQueues() error {
 // checkpoint may have torn slots, so what is not known good is dropped.
 func (r *recovery) cutIndex() error {
 	s, rep := r.s, r.rep
-	r.idxFrom = r.end
+	r.idxFrom = r.upTo
 	if s.idx == nil {
 		return nil
 	}
-	safe := r.end
+	safe := r.upTo
 	if rep.Abnormal {
 		safe = r.minOff // no checkpoint: nothing of the index is known good
 		if r.cp != nil {
-			safe = min(r.end, r.clamp(r.cp.Indexed))
+			safe = min(r.upTo, r.clamp(r.cp.Indexed))
 		}
 	}
-	if !r.trusted || s.idx.MaxPhyOffset() >= r.end {
+	if !r.trusted || s.idx.MaxPhyOffset() >= r.upTo {
 		from, err := s.idx.TruncateAfter(safe)
 		if err != nil {
 			return fmt.Errorf("index: %w", err)
 		}
 		if from >= 0 {
-			r.idxFrom = min(r.clamp(from), r.end)
+			r.idxFrom = min(r.clamp(from), r.upTo)
 			rep.IndexRebuiltFrom = r.idxFrom
 		}
 	}
@@ -263,7 +283,7 @@ func (r *recovery) cutIndex() error {
 // files.
 func (r *recovery) markReindex() error {
 	s := r.s
-	if s.idx == nil || r.idxFrom >= r.end {
+	if s.idx == nil || r.idxFrom >= r.upTo {
 		return nil
 	}
 	mid := &checkpoint{CLFlushed: r.minOff, CLMax: r.end, Dispatched: r.minOff, ConsumeQueueSize: int64(s.cfg.MappedFileSizeConsumeQueue)}
@@ -280,14 +300,15 @@ func (r *recovery) markReindex() error {
 }
 
 // redispatch applies every record from the scan's start to all queues,
-// from the log's start to rebuilt queues, and from idxFrom to the index.
+// from the log's start to rebuilt queues, and from idxFrom to the index,
+// up to the dispatch limit.
 func (r *recovery) redispatch() error {
 	s := r.s
 	from := min(r.scan, r.idxFrom)
 	if len(r.rebuild) > 0 {
 		from = r.minOff
 	}
-	_, err := s.ForEachRecord(from, r.end, false, func(off int64, rec *Record) error {
+	_, err := s.ForEachRecord(from, r.upTo, false, func(off int64, rec *Record) error {
 		if r.del.Covers(rec.Topic, off) {
 			return nil // a deleted topic's record: never dispatched again
 		}
@@ -309,19 +330,32 @@ func (r *recovery) redispatch() error {
 	if err != nil {
 		return fmt.Errorf("re-dispatch: %w", err)
 	}
-	s.dispatched.Store(r.end)
+	s.dispatched.Store(r.upTo)
 	return nil
 }
 
 // persist derives the topic-queue offset table from the ConsumeQueues,
-// which now match the log exactly (a deleted topic's queues are gone with
-// its records, so its re-created queues count from 0), and persists the
-// recovered state before accepting writes, so a crash right after recovery
-// starts from here.
+// which now match the log exactly up to the dispatch limit (a deleted
+// topic's queues are gone with its records, so its re-created queues count
+// from 0), and from the records past it, and persists the recovered state
+// before accepting writes, so a crash right after recovery starts from
+// here.
 func (r *recovery) persist() error {
 	s := r.s
 	for k, q := range s.cqs {
 		s.cl.queueOffsets[k] = q.MaxOffset()
+	}
+	if r.upTo < r.end {
+		// Appends continue the queues past the records held back.
+		_, err := s.ForEachRecord(r.upTo, r.end, false, func(off int64, rec *Record) error {
+			if !r.del.Covers(rec.Topic, off) {
+				s.cl.queueOffsets[QueueKey{string(rec.Topic), rec.QueueID}] = rec.QueueOffset + 1
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("queue offsets past the dispatch limit: %w", err)
+		}
 	}
 	if _, err := s.cl.Flush(r.end); err != nil {
 		return err

@@ -32,6 +32,17 @@ type Config struct {
 
 	Retention RetentionPolicy
 
+	// DispatchConfirmedOnly is controller mode's promise to consumers:
+	// nothing is dispatched (into ConsumeQueues and the index, where
+	// consumers find messages) past an offset the broker knows confirmed.
+	// The broker's Reput actor keeps to its confirm offset while it runs;
+	// with this set the store keeps to it across a restart too: recovery
+	// dispatches only as far as the checkpoint says was dispatched, and
+	// Close dispatches nothing more. What lies past waits for the broker to
+	// learn its role (a former master's tail past its confirm offset is cut
+	// when it rejoins; consumers must not have read it meanwhile).
+	DispatchConfirmedOnly bool
+
 	// Faults plants bugs for the simulator's self-test; zero in production.
 	Faults Faults
 }
@@ -402,6 +413,9 @@ func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 // Dispatched is the reput position.
 func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
 
+// DispatchConfirmedOnly reports Config.DispatchConfirmedOnly.
+func (s *Store) DispatchConfirmedOnly() bool { return s.cfg.DispatchConfirmedOnly }
+
 // Checkpoint flushes the ConsumeQueues and the index and records, durably,
 // how far the log, the queues and the index are safe. The broker calls it on
 // an interval; recovery after a crash starts from the last one.
@@ -460,13 +474,18 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	var errs []error
-	if _, err := s.Dispatch(s.cl.MaxOffset(), nil); err != nil {
-		errs = append(errs, err)
+	if !s.cfg.DispatchConfirmedOnly {
+		if _, err := s.Dispatch(s.cl.MaxOffset(), nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, err := s.cl.Flush(s.cl.MaxOffset()); err != nil {
 		errs = append(errs, err)
 	}
-	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() && s.dispatched.Load() == s.cl.MaxOffset()
+	// Under DispatchConfirmedOnly a clean checkpoint may say less is
+	// dispatched than the log holds: the next Open dispatches no more.
+	clean := len(errs) == 0 && s.cl.FlushedOffset() == s.cl.MaxOffset() &&
+		(s.dispatched.Load() == s.cl.MaxOffset() || s.cfg.DispatchConfirmedOnly)
 	s.cpMu.Lock()
 	s.cpClosed = true
 	s.cpMu.Unlock()

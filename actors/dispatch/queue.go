@@ -246,7 +246,7 @@ func (q *Queue) try(h *held) (Answer, bool) {
 		a.Remark = fmt.Sprintf("offset %d outside [%d, %d]", req.QueueOffset, res.MinOffset, res.MaxOffset)
 		return a, true
 	}
-	return Answer{}, false // no message yet: NO_MESSAGE_IN_QUEUE, OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE
+	return Answer{}, false // no message yet: NO_MESSAGE_IN_QUEUE, OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE, NOT_DISPATCHED
 }
 
 // matching keeps the records whose tags match expr: the queue matched

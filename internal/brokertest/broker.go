@@ -178,6 +178,7 @@ func storeConfig(root string) storage.Config {
 
 // boot opens the store and starts the actors and both listeners.
 func (b *Broker) boot() error {
+	b.scfg.DispatchConfirmedOnly = b.cfg.EnableControllerMode
 	st, _, err := storage.Open(b.fs, b.scfg)
 	if err != nil {
 		return fmt.Errorf("brokertest: open store: %w", err)
