@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/wharfmq/wharf/client"
-	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/internal/brokertest"
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
