@@ -308,9 +308,9 @@ func (a *durabilityActor) flushSeries(target int64) {
 // flushDone follows a finished fsync. A series' next fsync is already
 // running (flushSeries); the one the policy starts after a series' end or
 // an ASYNC_FLUSH chunk starts before the answers go out: each answer is a
-// socket write on this goroutine, and 30 of them held the disk idle for
-// about 0.5 ms of every 1.1 ms round (docs/BENCHMARKS.md, "Issue 17:
-// SYNC_FLUSH against the raw group commit"). The answers still wait for
+// socket write on this goroutine, and the ~30 an fsync released kept the
+// disk idle for a median 0.45 ms after each 0.6 ms fsync (docs/BENCHMARKS.md,
+// "Issue 17: SYNC_FLUSH against the raw group commit"). The answers still wait for
 // the fsync that covers them: the gate releases only what m.flushed covers.
 func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 	now := a.k.now()

@@ -11,12 +11,12 @@
 // decided on the actor: a SYNC_FLUSH flush is a series (Follows), in which
 // the job that ran one fsync starts the next by Next, from the log's end it
 // reads, and only the series' end is reported as Done. The disk goes from
-// one fsync to the next as fast as the probe's single flusher does,
-// without the hop through the actor's mailbox (about a third of every
-// round on two busy cores: docs/BENCHMARKS.md, issue 17). Under ASYNC_FLUSH the shell
-// calls Tick every Interval; a flush starts when at least LeastPages pages
-// are dirty, or when anything is dirty and ThoroughInterval passed since
-// the last thorough flush. With a Chunk, an interval flush covers the log
+// one fsync to the next as the probe's single flusher does, without the
+// hop through the actor's mailbox and its answers (the disk sat idle
+// nearly half the time on two busy cores: docs/BENCHMARKS.md, issue 17).
+// Under ASYNC_FLUSH the shell calls Tick every Interval; a flush starts
+// when at least LeastPages pages are dirty, or when anything is dirty and
+// ThoroughInterval passed since the last thorough flush. With a Chunk, an interval flush covers the log
 // up to its end at the Tick in flushes of at most Chunk bytes, one after
 // the other (see Config.Chunk).
 package flush
