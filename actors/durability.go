@@ -60,6 +60,11 @@ type flushDone struct {
 	took    time.Duration // for the metrics seam
 	from    int64         // the flushed offset before
 	more    bool          // a SYNC_FLUSH series goes on (flush.Next): not its end
+	// by is the policy that started the flush. A restarted actor has a
+	// new one, and the end of a series its predecessor started is not
+	// its own: telling its policy would let a second series start beside
+	// the running one (and, at each end after, another beside the next).
+	by *flush.Policy
 }
 
 // flushTick drives ASYNC_FLUSH.
@@ -154,6 +159,8 @@ func (a *durabilityActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		a.stop()
+	case *panicForTest:
+		panic("durability: panic requested by a test")
 	}
 }
 
@@ -271,8 +278,8 @@ func (a *durabilityActor) startFlush(target int64) {
 		a.flushSeries(target)
 		return
 	}
-	st, k := a.st, a.k
-	a.k.background(a.self, func() any { return fsyncTo(st, k, target) })
+	st, k, by := a.st, a.k, a.flush
+	a.k.background(a.self, func() any { d := fsyncTo(st, k, target); d.by = by; return d })
 }
 
 // fsyncTo makes the log durable up to target and says how it went. It runs
@@ -291,12 +298,12 @@ func fsyncTo(st *storage.Store, k *kit, target int64) *flushDone {
 // before the next starts, so the reports arrive in log order; the last one
 // (more unset) ends the series, and flushDone hands it to the policy.
 func (a *durabilityActor) flushSeries(target int64) {
-	st, k, self := a.st, a.k, a.self
+	st, k, self, by := a.st, a.k, a.self, a.flush
 	var step func(target int64)
 	step = func(target int64) {
 		d := fsyncTo(st, k, target)
 		next, more := flush.Next(target, st.CommitLog().MaxOffset(), d.flushed, d.err)
-		d.more = more
+		d.more, d.by = more, by
 		k.send(self, d)
 		if more {
 			k.runIO(func() { step(next) })
@@ -316,7 +323,7 @@ func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 	now := a.k.now()
 	cl := a.st.CommitLog()
 	a.k.metrics.Fsync(m.took, m.flushed-m.from, m.flushed-cl.MinOffset())
-	if !m.more {
+	if !m.more && m.by == a.flush {
 		if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
 			a.startFlush(target)
 		}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -92,4 +93,60 @@ func (h *harness) answered() int {
 	h.conn.mu.Lock()
 	defer h.conn.mu.Unlock()
 	return len(h.conn.order)
+}
+
+// TestSyncFlushSeriesAcrossRestart: a series started before the durability
+// actor restarted runs on and its fsyncs count (the gate's flushed offset),
+// but its end is not the restarted actor's: its policy still waits for its
+// own series, so a later send starts no second fsync beside it.
+func TestSyncFlushSeriesAcrossRestart(t *testing.T) {
+	var stalled bool
+	var fsyncs []func() // held jobs of flushSeries, in the order handed in
+	var h *harness
+	runIO := func(fn func()) {
+		if stalled && strings.Contains(string(debug.Stack()), "flushSeries") {
+			fsyncs = append(fsyncs, fn)
+			return
+		}
+		h.loop.RunIO(fn) // other disk work runs
+	}
+	h = startBrokerEnv(t, vfs.NewMem(), func(c *Config) { c.FlushDiskType = SyncFlush }, Env{RunIO: runIO})
+	h.ok(h.send(sendReq("t", 0, "warm"))[0], nil)
+	settle := func() { h.loop.Run(h.loop.Now(), nil) }
+	settle()
+	stalled = true
+	run := func(i int) { // the i-th held fsync, out of the queue
+		fn := fsyncs[i]
+		fsyncs = append(fsyncs[:i:i], fsyncs[i+1:]...)
+		fn()
+		settle()
+	}
+
+	h.send(sendReq("t", 0, "a")) // its answer dies with the actor's gate
+	settle()
+	h.b.sys.Root.Send(h.b.p.durability, &panicForTest{})
+	settle()
+	b := h.send(sendReq("t", 0, "b"))[0]
+	settle()
+	if len(fsyncs) != 2 {
+		t.Fatalf("%d fsyncs held, want the old series' and the restarted actor's", len(fsyncs))
+	}
+	run(0) // the old series' fsync of a: b was appended meanwhile, so it goes on
+	if len(fsyncs) != 2 {
+		t.Fatalf("%d fsyncs held after the old series' first, want 2", len(fsyncs))
+	}
+	run(1)       // the old series' fsync of b: nothing new, the series ends
+	h.ok(b, nil) // b is durable: the old series' fsync counts
+	c := h.send(sendReq("t", 0, "c"))[0]
+	settle()
+	if len(fsyncs) != 1 {
+		t.Fatalf("%d fsyncs held after c, want only the restarted actor's series (a second one started beside it)", len(fsyncs))
+	}
+	for i := 0; len(fsyncs) > 0; i++ {
+		if i > 4 {
+			t.Fatal("the restarted actor's series does not end")
+		}
+		run(0)
+	}
+	h.ok(c, nil)
 }
