@@ -59,6 +59,12 @@ type flushDone struct {
 	err     error
 	took    time.Duration // for the metrics seam
 	from    int64         // the flushed offset before
+	more    bool          // a SYNC_FLUSH series goes on (flush.Next): not its end
+	// by is the policy that started the flush. A restarted actor has a
+	// new one, and the end of a series its predecessor started is not
+	// its own: telling its policy would let a second series start beside
+	// the running one (and, at each end after, another beside the next).
+	by *flush.Policy
 }
 
 // flushTick drives ASYNC_FLUSH.
@@ -153,6 +159,8 @@ func (a *durabilityActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		a.stop()
+	case *panicForTest:
+		panic("durability: panic requested by a test")
 	}
 }
 
@@ -261,26 +269,65 @@ func (a *durabilityActor) publishConfirm() {
 const asyncFlushChunk = 512 << 10
 
 // startFlush runs one fsync of the log up to target, off the actor.
-// SYNC_FLUSH's answers wait for it: it runs at once. ASYNC_FLUSH's interval
-// flush is background work and queues on the lane (iolane.go), so it never
-// holds a P in the same instant as a checkpoint's ConsumeQueue flushes.
+// SYNC_FLUSH's answers wait for it: it runs at once, as a series (see
+// flushSeries). ASYNC_FLUSH's interval flush is background work and queues
+// on the lane (iolane.go), so it never holds a P in the same instant as a
+// checkpoint's ConsumeQueue flushes.
 func (a *durabilityActor) startFlush(target int64) {
-	st, k := a.st, a.k
-	job := func() any {
-		t0, from := k.now(), st.CommitLog().FlushedOffset()
-		flushed, err := st.Flush(target)
-		return &flushDone{flushed: flushed, err: err, took: k.now().Sub(t0), from: from}
-	}
-	if a.cfg.FlushDiskType == SyncFlush {
-		a.k.io(a.self, job)
+	if a.flush.Follows() {
+		a.flushSeries(target)
 		return
 	}
-	a.k.background(a.self, job)
+	st, k, by := a.st, a.k, a.flush
+	a.k.background(a.self, func() any { d := fsyncTo(st, k, target); d.by = by; return d })
 }
 
+// fsyncTo makes the log durable up to target and says how it went. It runs
+// off the actor.
+func fsyncTo(st *storage.Store, k *kit, target int64) *flushDone {
+	t0, from := k.now(), st.CommitLog().FlushedOffset()
+	flushed, err := st.Flush(target)
+	return &flushDone{flushed: flushed, err: err, took: k.now().Sub(t0), from: from}
+}
+
+// flushSeries runs SYNC_FLUSH's group commit off the actor: an fsync up to
+// target, then, while flush.Next says so, one up to the log's end as it is
+// when the previous returns, so the disk never waits for this actor (its
+// mailbox run, the answers it writes) between two fsyncs. Each fsync is a
+// RunIO of its own (the simulator's disk model times each) and is reported
+// before the next starts, so the reports arrive in log order; the last one
+// (more unset) ends the series, and flushDone hands it to the policy.
+func (a *durabilityActor) flushSeries(target int64) {
+	st, k, self, by := a.st, a.k, a.self, a.flush
+	var step func(target int64)
+	step = func(target int64) {
+		d := fsyncTo(st, k, target)
+		next, more := flush.Next(target, st.CommitLog().MaxOffset(), d.flushed, d.err)
+		d.more, d.by = more, by
+		k.send(self, d)
+		if more {
+			k.runIO(func() { step(next) })
+		}
+	}
+	k.runIO(func() { step(target) })
+}
+
+// flushDone follows a finished fsync. A series' next fsync is already
+// running (flushSeries); the one the policy starts after a series' end or
+// an ASYNC_FLUSH chunk starts before the answers go out: each answer is a
+// socket write on this goroutine, and the ~30 an fsync released kept the
+// disk idle for a median 0.45 ms after each 0.6 ms fsync (docs/BENCHMARKS.md,
+// "Issue 17: SYNC_FLUSH against the raw group commit"). The answers still wait for
+// the fsync that covers them: the gate releases only what m.flushed covers.
 func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 	now := a.k.now()
-	a.k.metrics.Fsync(m.took, m.flushed-m.from, m.flushed-a.st.CommitLog().MinOffset())
+	cl := a.st.CommitLog()
+	a.k.metrics.Fsync(m.took, m.flushed-m.from, m.flushed-cl.MinOffset())
+	if !m.more && m.by == a.flush {
+		if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
+			a.startFlush(target)
+		}
+	}
 	a.gate.Flushed(now, m.flushed)
 	if m.err != nil {
 		a.k.log.Error("commitlog fsync failed: data since the last successful flush may be lost; refusing writes", "err", m.err, "flushed", m.flushed)
@@ -293,10 +340,6 @@ func (a *durabilityActor) flushDone(ctx actor.Context, m *flushDone) {
 		ctx.Send(a.p.writer, &slaveFlushed{}) // a SYNC_FLUSH master counts this copy once fsynced
 	}
 	a.drainGate()
-	cl := a.st.CommitLog()
-	if target, ok := a.flush.Done(cl.MaxOffset(), m.flushed, m.err); ok {
-		a.startFlush(target)
-	}
 }
 
 func (a *durabilityActor) setRole(ctx actor.Context, m *durabilityRole) {

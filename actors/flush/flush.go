@@ -7,10 +7,16 @@
 // most one fsync runs at a time (the shell runs it off the actor and
 // reports Done). Under SYNC_FLUSH every append starts one unless one runs;
 // when it finishes, one fsync covers everything appended meanwhile: the
-// fewer the fsyncs, the more sends each covers. Under ASYNC_FLUSH the shell
-// calls Tick every Interval; a flush starts when at least LeastPages pages
-// are dirty, or when anything is dirty and ThoroughInterval passed since
-// the last thorough flush. With a Chunk, an interval flush covers the log
+// fewer the fsyncs, the more sends each covers. That next fsync is not
+// decided on the actor: a SYNC_FLUSH flush is a series (Follows), in which
+// the job that ran one fsync starts the next by Next, from the log's end it
+// reads, and only the series' end is reported as Done. The disk goes from
+// one fsync to the next as the probe's single flusher does, without the
+// hop through the actor's mailbox and its answers (the disk sat idle
+// nearly half the time on two busy cores: docs/BENCHMARKS.md, issue 17).
+// Under ASYNC_FLUSH the shell calls Tick every Interval; a flush starts
+// when at least LeastPages pages are dirty, or when anything is dirty and
+// ThoroughInterval passed since the last thorough flush. With a Chunk, an interval flush covers the log
 // up to its end at the Tick in flushes of at most Chunk bytes, one after
 // the other (see Config.Chunk).
 package flush
@@ -75,9 +81,31 @@ func (p *Policy) Appended(end, flushed int64) (target int64, start bool) {
 	return p.maybe(end, flushed)
 }
 
-// Done reports a finished fsync. Under SYNC_FLUSH it starts the next one if
-// the log grew meanwhile (and the fsync did not fail: a failure is sticky
-// in the store, and flushing again cannot make anything durable).
+// Follows reports whether the flushes this policy starts are series
+// (SYNC_FLUSH): after each fsync the job asks Next for the next one, and
+// Done is called once, when Next says the series ends. Each fsync's
+// result is still reported to the actor (the gate's flushed offset), but
+// not to the policy.
+func (p *Policy) Follows() bool { return p.cfg.Sync }
+
+// Next is the rule of a series, run by the job off the actor after each
+// fsync: the one that was asked for target, which made the log durable up
+// to flushed, with the log's end now at end. The next fsync's target is
+// the log's end, if the log grew past what is flushed, the fsync did not
+// fail (a failure is sticky in the store) and it covered its target (a
+// short one ends the series; Done decides on the actor). It reads nothing
+// but its arguments, so it is safe on any goroutine.
+func Next(target, end, flushed int64, err error) (next int64, more bool) {
+	if err != nil || flushed < target || end <= flushed {
+		return 0, false
+	}
+	return end, true
+}
+
+// Done reports a finished fsync (under SYNC_FLUSH: the end of a series).
+// Under SYNC_FLUSH it starts the next one if the log grew meanwhile (since
+// Next last looked; and the fsync did not fail: a failure is sticky in the
+// store, and flushing again cannot make anything durable).
 func (p *Policy) Done(end, flushed int64, err error) (target int64, start bool) {
 	p.flushing = false
 	if err != nil {

@@ -149,3 +149,47 @@ func TestAsyncChunks(t *testing.T) {
 		t.Fatal("no chunk: Done started another flush")
 	}
 }
+
+// A SYNC_FLUSH flush is a series: after each fsync the job asks Next, off
+// the actor, whether to go straight on to the log's end; Done comes once,
+// at the series' end, and starts another only if the log grew since Next
+// last looked.
+func TestSyncSeries(t *testing.T) {
+	eio := errors.New("EIO")
+	for _, c := range []struct {
+		name                 string
+		target, end, flushed int64
+		err                  error
+		next                 int64
+		more                 bool
+	}{
+		{"the log grew during the fsync: on to its end", 100, 250, 100, nil, 250, true},
+		{"nothing new: the series ends", 100, 100, 100, nil, 0, false},
+		{"the fsync failed: it ends (the failure is sticky)", 100, 250, 40, eio, 0, false},
+		{"a short fsync ends it (Done decides)", 100, 250, 60, nil, 0, false},
+		{"flushed past the target, nothing beyond", 100, 120, 120, nil, 0, false},
+	} {
+		next, more := Next(c.target, c.end, c.flushed, c.err)
+		if next != c.next || more != c.more {
+			t.Errorf("%s: Next = %d, %v; want %d, %v", c.name, next, more, c.next, c.more)
+		}
+	}
+	sync, async := New(Config{Sync: true}, t0), New(Config{Interval: time.Second}, t0)
+	if !sync.Follows() || async.Follows() {
+		t.Fatalf("Follows: SYNC_FLUSH %v, ASYNC_FLUSH %v; want true, false", sync.Follows(), async.Follows())
+	}
+	// The series' end, raced by an append Next did not see: Done starts
+	// one more; one that saw everything: idle.
+	if target, start := sync.Appended(100, 0); !start || target != 100 {
+		t.Fatalf("first append: %d %v", target, start)
+	}
+	if _, start := sync.Appended(200, 0); start || !sync.Flushing() {
+		t.Fatal("an append during a series started a second fsync")
+	}
+	if target, start := sync.Done(300, 200, nil); !start || target != 300 {
+		t.Fatalf("series ended at 200 with the log at 300: %d %v", target, start)
+	}
+	if _, start := sync.Done(300, 300, nil); start || sync.Flushing() {
+		t.Fatal("a series that covered the log started another")
+	}
+}
