@@ -36,6 +36,9 @@ type pending struct {
 	cancel func() bool
 	out    *outgoing         // a send's message(s)
 	to     sendpath.QueueRef // where the send went
+	// lagging: a pull from a replica that has not yet received the
+	// offset the consumer reached elsewhere: pulled again after a wait.
+	lagging bool
 }
 
 // Client is a simulated producer or consumer: a state machine driven by
@@ -98,11 +101,29 @@ func (c *Client) own() owner { return owner{} }
 
 func (c *Client) clientNum() int { return c.id }
 
-// ensureConn makes sure the client has a connection to group g's master's
-// current incarnation; false if the master is down.
-func (c *Client) ensureConn(g *brokerGroup) bool {
-	return c.connTo(g, g.master)
+// readFrom is the node a consumer pulls group g from: its master, or, in
+// controller mode, while the master is down the first of its slaves that
+// is up, as the client does with the group's slaves as read replicas
+// (client.WithSlaveAddrs). What a replica shows its consumers must be what
+// no election cuts: the consumed-offset check holds its answers to that.
+// (Classic mode makes no such promise: a slave shows what its master sent
+// it, which under SYNC_FLUSH may include bytes whose fsync failed on the
+// master and that the master's restart then drops.)
+func (c *Client) readFrom(g *brokerGroup) *Node {
+	if g.master.up || c.s.cfg.Ctl == nil {
+		return g.master
+	}
+	for _, n := range g.slaves {
+		if n.up {
+			return n
+		}
+	}
+	return nil
 }
+
+// laggingReplicaWait is how long a consumer waits before pulling a replica
+// again that has not reached its offset (the client's laggingSlaveWait).
+const laggingReplicaWait = 50 * time.Millisecond
 
 // connTo makes sure the client's connection to group g goes to node n's
 // current incarnation (in controller mode the master moves: a connection
@@ -119,8 +140,8 @@ func (c *Client) connTo(g *brokerGroup, n *Node) bool {
 	}
 	c.s.conns++
 	c.conns[g.idx] = &Conn{s: c.s, id: c.s.conns, node: n, epoch: n.epoch, client: c, arrived: map[uint32]time.Time{}}
-	if c.kind == Consumer {
-		c.resume(g)
+	if c.kind == Consumer && n == g.master {
+		c.resume(g) // a replica is read from the offsets the consumer holds
 	}
 	return true
 }
@@ -236,7 +257,7 @@ func (c *Client) kick() {
 func (c *Client) consume() {
 	down := false
 	for _, g := range c.s.groups {
-		if !c.ensureConn(g) {
+		if n := c.readFrom(g); n == nil || !c.connTo(g, n) {
 			down = true
 			continue
 		}
@@ -284,7 +305,12 @@ func (c *Client) nextKey() string {
 func (c *Client) afterReply(p *pending) {
 	switch p.code {
 	case protocol.CodePullMessage:
-		c.pulling[groupQueue{p.conn.node.g.idx, p.queue}] = false
+		gq := groupQueue{p.conn.node.g.idx, p.queue}
+		if p.lagging {
+			c.s.w.at(c.s.w.Now().Add(laggingReplicaWait), c.own(), func() { c.pulling[gq] = false; c.kick() })
+			return
+		}
+		c.pulling[gq] = false
 		c.s.w.at(c.s.w.Now().Add(time.Duration(c.s.w.rng.Intn(500))*time.Microsecond), c.own(), c.kick)
 	case protocol.CodeQueryConsumerOffset:
 		// The resume failed: start over on a new connection.
@@ -377,6 +403,12 @@ func (c *Client) onPull(f *protocol.Frame, p *pending) {
 	case protocol.StatusPullOffsetMoved:
 		var r protocol.PullResponse
 		_ = protocol.DecodeResponse(f, protocol.DefaultLimits(), &r)
+		if p.conn.node != g.master && r.MaxOffset < p.offset {
+			// A replica that has not yet received what the consumer read
+			// from the master: wait for it rather than going back.
+			p.lagging = true
+			return
+		}
 		if !g.lostSince(p.queue, p.offset) {
 			c.s.w.Violationf("client %d: pull of %s queue %d at %d: offset moved (%s), nothing was lost", c.id, g.spec.Name, p.queue, p.offset, f.Remark)
 		}
@@ -399,7 +431,7 @@ func (c *Client) onPull(f *protocol.Frame, p *pending) {
 	c.checkPulled(g, p, r.Messages)
 	c.next[gq] = r.NextBeginOffset
 	c.sinceCommit[gq]++
-	if c.sinceCommit[gq] >= 3 {
+	if c.sinceCommit[gq] >= 3 && p.conn.node == g.master { // commits go to the master
 		c.sinceCommit[gq] = 0
 		c.request(g, &protocol.UpdateConsumerOffsetRequest{ConsumerGroup: simGroup, Topic: simTopic, QueueID: p.queue,
 			CommitOffset: r.NextBeginOffset}, &pending{queue: p.queue, offset: r.NextBeginOffset})
