@@ -169,7 +169,7 @@ func runNATS(ctx context.Context, o *opts, sc string, size int) (result, error) 
 	}
 	var res result
 	switch sc {
-	case "async-256":
+	case "async-256", noCoalesce:
 		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsAsync(c, ns.url, body, 256, r) })
 	case "async-4096":
 		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsAsync(c, ns.url, body, 4096, r) })
