@@ -81,3 +81,24 @@ func BenchmarkDecodePull32x1KiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeSendRaw1KiB is the broker's decode of a SEND: frame,
+// fields and properties kept raw (Limits.RawProperties), as netio does.
+func BenchmarkDecodeSendRaw1KiB(b *testing.B) {
+	frame, err := AppendRequest(nil, 1, 0, benchSend())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := Limits{RawProperties: true}
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		f, err := DecodeFrame(frame, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeRequest(f, lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -244,17 +244,14 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		// bytes left and unknown values are stepped over by the bounded
 		// walk, so no Validate pass first (the hot path: SEND and its
 		// answer).
+		if sr, ok := fc.(*SendRequest); ok {
+			// A concrete call: the reader stays on the stack (through the
+			// interface it escapes: one allocation per SEND).
+			r := reader{b: b, rawProps: lim.RawProperties}
+			return fieldsDone(&r, sr.decodeFieldsMap(&r))
+		}
 		r := &reader{b: b, rawProps: lim.RawProperties}
-		if err := fc.decodeFieldsMap(r); err != nil {
-			return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
-		}
-		if r.p != len(b) {
-			return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(b)-r.p)
-		}
-		if r.soft != nil {
-			return fmt.Errorf("fields: %w", r.soft)
-		}
-		return nil
+		return fieldsDone(r, fc.decodeFieldsMap(r))
 	}
 	if err := Validate(b, lim.MaxDepth); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
@@ -266,6 +263,21 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 	// field of the wrong type stays a malformed frame.
 	if err := checkInts(b, reflect.TypeOf(v)); err != nil {
 		return fmt.Errorf("fields: %w", err)
+	}
+	return nil
+}
+
+// fieldsDone checks what a hand-written fields decode left: its error,
+// bytes after the map, a soft (field content) error.
+func fieldsDone(r *reader, err error) error {
+	if err != nil {
+		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	if r.p != len(r.b) {
+		return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(r.b)-r.p)
+	}
+	if r.soft != nil {
+		return fmt.Errorf("fields: %w", r.soft)
 	}
 	return nil
 }
