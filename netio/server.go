@@ -400,7 +400,7 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	lim := s.opt.Limits
 
 	// Find the end of the last complete frame, and the first error.
-	end := 0
+	end, count := 0, 0
 	var splitErr error
 	c.need = 0
 	for {
@@ -416,6 +416,7 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		end += n
+		count++
 	}
 
 	var (
@@ -429,9 +430,22 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		// append, not make+copy: the runtime then skips zeroing bytes
 		// that are overwritten at once.
 		data := append([]byte(nil), buf[:end]...)
+		frames = make([]*protocol.Frame, 0, count)
+		_, wharf := s.fr.(wharfFramer)
+		var arena []protocol.Frame // Wharf's frames: one allocation for the burst
+		if wharf {
+			arena = make([]protocol.Frame, count)
+		}
 		for off := 0; off < end; {
 			n, _ := s.fr.split(data[off:], lim) // already validated above
-			f, err := s.fr.decode(data[off:off+n], lim)
+			var f *protocol.Frame
+			var err error
+			if wharf {
+				f = &arena[len(frames)]
+				err = protocol.DecodeFrameInto(f, data[off:off+n], lim)
+			} else {
+				f, err = s.fr.decode(data[off:off+n], lim)
+			}
 			if err == nil && f.IsResponse() {
 				failHdr = f
 				err = fmt.Errorf("%w: a response frame (code %d, opaque %d) sent to a server", protocol.ErrFrameIllegal, f.Code, f.Opaque)
