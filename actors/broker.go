@@ -263,6 +263,9 @@ func (b *Broker) Deliver(in *Inbound) {
 	if b.k.timed {
 		at = b.k.now()
 	}
+	// A burst of sends only may give its bytes back once the writer is
+	// done with it; anything routed elsewhere may hold them longer.
+	sendsOnly := in.Release != nil
 	for i, f := range in.Frames {
 		r := &bu.reqs[i]
 		*r = request{conn: in.Conn, code: f.Code, opaque: f.Opaque, oneway: f.IsOneway(), at: at}
@@ -287,15 +290,21 @@ func (b *Broker) Deliver(in *Inbound) {
 		case *protocol.SendBatchRequest:
 			bu.batch(r, m)
 		case *protocol.ConsumerSendMsgBackRequest:
+			sendsOnly = false
 			if it := b.sendBack(r, m); it != nil {
 				bu.sends = append(bu.sends, it)
 			}
 		default:
+			sendsOnly = false
 			b.route(r, req)
 		}
 	}
 	if len(bu.sends) > 0 {
-		b.sys.Root.Send(b.p.writer, &writeBatch{items: bu.sends})
+		wb := &writeBatch{items: bu.sends}
+		if sendsOnly {
+			wb.release = in.Release
+		}
+		b.sys.Root.Send(b.p.writer, wb)
 	}
 }
 

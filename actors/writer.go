@@ -75,6 +75,10 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *writeBatch:
 		a.write(ctx, m)
+		if m.release != nil {
+			clear(a.items) // they alias the burst's bytes
+			m.release()
+		}
 	case *notifyTick:
 		a.notifySoon = false
 		ctx.Send(a.p.durability, &appended{waits: a.waits})

@@ -13,12 +13,15 @@ import (
 
 // sendAnswerer answers every frame as the broker answers a stored SEND,
 // with one shared (read-only) set of fields, so that what the benchmark
-// counts is the server's own work per request.
+// counts is the server's own work per request, and gives the burst back.
 type sendAnswerer struct{ fields protocol.Fields }
 
 func (h *sendAnswerer) Deliver(in *actors.Inbound) {
 	for _, f := range in.Frames {
 		in.Conn.Reply(actors.Response{Code: f.Code, Opaque: f.Opaque, Status: protocol.StatusOK, Fields: h.fields})
+	}
+	if in.Release != nil {
+		in.Release() // as the broker's writer does after the append
 	}
 }
 

@@ -52,6 +52,7 @@ type conn struct {
 	leftover int  // bytes left in gnet's inbound buffer after the last OnTraffic
 	need     int  // size of the partial frame at the head of the buffer, if known
 	bad      bool // a malformed frame was seen; the close is under way
+	sends    bool // the last burst was sends only: the next one's bytes come from burstPool
 }
 
 var _ actors.Conn = (*conn)(nil)

@@ -421,17 +421,17 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 
 	var (
 		frames  []*protocol.Frame
+		release func()
 		failErr = splitErr
 		failHdr *protocol.Frame // the offending frame, when its header decoded
 	)
 	if end > 0 {
 		// One copy per burst: gnet reuses Peek's memory once we return, and
-		// the frames alias their bytes.
-		// append, not make+copy: the runtime then skips zeroing bytes
-		// that are overwritten at once.
-		data := append([]byte(nil), buf[:end]...)
-		frames = make([]*protocol.Frame, 0, count)
+		// the frames alias their bytes (see copyBurst).
 		_, wharf := s.fr.(wharfFramer)
+		var data []byte
+		data, release = copyBurst(buf[:end], wharf && c.sends)
+		frames = make([]*protocol.Frame, 0, count)
 		var arena []protocol.Frame // Wharf's frames: one allocation for the burst
 		if wharf {
 			arena = make([]protocol.Frame, count)
@@ -476,7 +476,8 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		s.stats.bursts.Add(1)
 		s.stats.framesIn.Add(uint64(len(frames)))
-		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames})
+		c.sends = sendsOnly(frames)
+		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames, Release: release})
 	}
 	if failErr != nil {
 		_, _ = gc.Discard(-1)
