@@ -70,6 +70,9 @@ type Writer struct {
 	msgs  []*storage.Message
 	arena []storage.Message // what msgs points at: one slice for a write, reused (cleared after it)
 	spans []span
+	idBuf []byte // the stored messages' ids, before they become one string
+	ids   string // the stored messages' ids, one after another (see msgID)
+	idLen int    // the length of one of them
 	props []byte // this write's encoded properties (valid until the append)
 	res   Result
 }
@@ -124,6 +127,7 @@ func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, ite
 		invariant.Check(r.Err == nil, "writer: the log refused a message CheckMessage accepted")
 		w.res.Bytes += int64(r.Size)
 	}
+	w.makeIDs()
 	var resps []protocol.SendResponse // the answers' fields: one allocation for the write
 	for i, it := range items {
 		if sp := spans[i]; sp.from >= 0 {
@@ -135,6 +139,23 @@ func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, ite
 	}
 	return &w.res
 }
+
+// makeIDs makes the ids of the messages stored by this write as one
+// string (one allocation for the write, not one per message); msgID
+// slices it.
+func (w *Writer) makeIDs() {
+	w.idBuf = w.idBuf[:0]
+	for _, r := range w.out {
+		w.idBuf = protocol.AppendOffsetMsgID(w.idBuf, w.cfg.StoreHost, r.PhyOffset)
+	}
+	w.ids, w.idLen = string(w.idBuf), 0
+	if len(w.out) > 0 {
+		w.idLen = len(w.idBuf) / len(w.out)
+	}
+}
+
+// msgID is the id of w.out[i] (protocol.OffsetMsgID).
+func (w *Writer) msgID(i int) string { return w.ids[i*w.idLen : (i+1)*w.idLen] }
 
 // outcome is the answer of an item whose messages are w.msgs[from:to]. A
 // SEND's fields are appended to resps (never grown past its capacity, so
@@ -160,12 +181,12 @@ func (w *Writer) outcome(it *Item, from, to int, err error, resps []protocol.Sen
 	case it.SendBack:
 	case it.Batch:
 		ids := make([]string, len(res))
-		for j, r := range res {
-			ids[j] = protocol.OffsetMsgID(w.cfg.StoreHost, r.PhyOffset)
+		for j := range res {
+			ids[j] = w.msgID(from + j)
 		}
 		o.Fields = &protocol.SendBatchResponse{QueueID: qid, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
 	default:
-		r := protocol.SendResponse{MsgID: protocol.OffsetMsgID(w.cfg.StoreHost, res[0].PhyOffset), QueueID: qid, QueueOffset: res[0].QueueOffset}
+		r := protocol.SendResponse{MsgID: w.msgID(from), QueueID: qid, QueueOffset: res[0].QueueOffset}
 		if len(resps) < cap(resps) {
 			resps = append(resps, r)
 			o.Fields = &resps[len(resps)-1]

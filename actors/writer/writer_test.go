@@ -215,6 +215,14 @@ func TestBatchAllOrNothing(t *testing.T) {
 	if len(br.MsgIDs) != 2 || br.QueueOffset != 0 || st.CommitLog().QueueOffset(storage.QueueKey{Topic: "t", QueueID: 0}) != 2 {
 		t.Fatalf("batch answer %+v", br)
 	}
+	first, err := st.CommitLog().ReadRecord(0, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := netip.MustParseAddrPort("127.0.0.1:10911")
+	if want := []string{protocol.OffsetMsgID(host, 0), protocol.OffsetMsgID(host, int64(first.TotalSize))}; !slices.Equal(br.MsgIDs, want) {
+		t.Fatalf("batch ids %v, want %v", br.MsgIDs, want)
+	}
 }
 
 // TestOversizedRefusedBeforeAppend: a message above maxMessageSize is
@@ -291,6 +299,9 @@ func TestWriteMixedItemsKeepTheirAnswers(t *testing.T) {
 		rec, err := st.CommitLog().ReadRecord(off, 0, false)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if id := protocol.OffsetMsgID(netip.MustParseAddrPort("127.0.0.1:10911"), off); copies[len(bodies)].MsgID != id {
+			t.Fatalf("answer %d: id %s, want %s", len(bodies), copies[len(bodies)].MsgID, id)
 		}
 		bodies = append(bodies, string(rec.Body))
 		off += int64(rec.TotalSize)
