@@ -245,10 +245,7 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		// walk, so no Validate pass first (the hot path: SEND and its
 		// answer).
 		if sr, ok := fc.(*SendRequest); ok {
-			// A concrete call: the reader stays on the stack (through the
-			// interface it escapes: one allocation per SEND).
-			r := reader{b: b, rawProps: lim.RawProperties}
-			return fieldsDone(&r, sr.decodeFieldsMap(&r))
+			return unmarshalSend(b, lim, sr, nil)
 		}
 		r := &reader{b: b, rawProps: lim.RawProperties}
 		return fieldsDone(r, fc.decodeFieldsMap(r))
@@ -265,6 +262,45 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		return fmt.Errorf("fields: %w", err)
 	}
 	return nil
+}
+
+// unmarshalSend is unmarshalFields of a SEND's fields; prev, if not nil,
+// is the send decoded before it (see DecodeSendInto). A concrete call: the
+// reader stays on the stack (through the fieldsCodec interface it escapes:
+// one allocation per SEND).
+func unmarshalSend(b []byte, lim Limits, r, prev *SendRequest) error {
+	if len(b) == 0 {
+		return nil
+	}
+	rd := reader{b: b, rawProps: lim.RawProperties}
+	if prev != nil {
+		rd.prevGroup, rd.prevTopic = prev.ProducerGroup, prev.Topic
+	}
+	return fieldsDone(&rd, r.decodeFieldsMap(&rd))
+}
+
+// DecodeSendInto decodes a SEND frame as DecodeRequest does, into r
+// instead of a new SendRequest: a reader decoding a burst of sends into one
+// slice of them. prev, if not nil, is the send decoded before it: a
+// producer group or topic equal to prev's is prev's string, not a new one.
+// ok is false, and r untouched, for any frame but a SEND request of Wharf's
+// wire (decode that with DecodeRequest).
+func DecodeSendInto(f *Frame, lim Limits, r, prev *SendRequest) (ok bool, err error) {
+	if f.Code != CodeSendMessage || f.IsResponse() || f.Request != nil || f.RequestErr != nil {
+		return false, nil
+	}
+	lim = lim.norm()
+	*r = SendRequest{}
+	err = unmarshalSend(f.Fields, lim, r, prev)
+	if StatusOf(err) != StatusFrameIllegal { // as decodeInto: the body after the fields
+		if berr := r.decodeBody(f.Body, lim); berr != nil && (err == nil || StatusOf(berr) == StatusFrameIllegal) {
+			err = berr
+		}
+	}
+	if err != nil {
+		return true, fmt.Errorf("%v: %w", f.Code, err)
+	}
+	return true, nil
 }
 
 // fieldsDone checks what a hand-written fields decode left: its error,
