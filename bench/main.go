@@ -296,11 +296,11 @@ func ratioOf(p *pair) float64 {
 
 func printPair(p *pair) {
 	for _, w := range p.wharf {
-		fmt.Fprintf(os.Stderr, "  wharf %-16s %5d B  %10.0f msg/s  p50 %.3f  p99 %.3f ms  cpu/M %s  %s\n",
+		fmt.Fprintf(os.Stderr, "  wharf %-20s %5d B  %10.0f msg/s  p50 %.3f  p99 %.3f ms  cpu/M %s  %s\n",
 			w.Scenario, w.Size, w.MsgsPerS, w.P50Ms, w.P99Ms, fmtp(w.BrokerCPUSPerMMsg), w.Note)
 	}
 	n := p.nats
-	fmt.Fprintf(os.Stderr, "  nats  %-16s %5d B  %10.0f msg/s  p50 %.3f  p99 %.3f ms  cpu/M %s  %s\n",
+	fmt.Fprintf(os.Stderr, "  nats  %-20s %5d B  %10.0f msg/s  p50 %.3f  p99 %.3f ms  cpu/M %s  %s\n",
 		n.Scenario, n.Size, n.MsgsPerS, n.P50Ms, n.P99Ms, fmtp(n.BrokerCPUSPerMMsg), n.Note)
 }
 
