@@ -148,6 +148,7 @@ func (f *Frame) decodeAfterCheck(frame []byte, hl int) error {
 	return nil
 }
 
+// decodeHeader decodes a header that Validate accepted.
 func (f *Frame) decodeHeader(h []byte) error {
 	r := &reader{b: h}
 	if h[0] == 0xc0 {
@@ -157,7 +158,7 @@ func (f *Frame) decodeHeader(h []byte) error {
 	if err != nil {
 		return err
 	}
-	for range n {
+	for i := range n {
 		key, err := r.rawStr()
 		if err != nil {
 			return fmt.Errorf("header key: %w", err)
@@ -190,7 +191,14 @@ func (f *Frame) decodeHeader(h []byte) error {
 				return fmt.Errorf("header %q: %w", keyFields, err)
 			}
 			r.p = start
-			f.Fields, err = r.rawValue()
+			if i == n-1 {
+				// The last value of a header Validate accepted (one value,
+				// no trailing bytes) ends where the header ends: no second
+				// walk over the fields (AppendFrame puts them last).
+				f.Fields, r.p = h[start:], len(h)
+			} else {
+				f.Fields, err = r.rawValue()
+			}
 			if m == 0 {
 				f.Fields = nil
 			}
