@@ -1,7 +1,6 @@
 package netio
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -11,49 +10,81 @@ import (
 // buffer once OnTraffic returns). That copy was the broker's largest
 // allocation on async publish: 41-54 % of its allocated bytes, one
 // burst-sized buffer per read (docs/BENCHMARKS.md, issue 17). A burst of
-// sends only lives until the writer has appended it, so its buffer comes
-// from burstPool and goes back through actors.Inbound.Release; any other
-// burst (pulls, heartbeats: their frames may be held longer) gets a buffer
-// of its own, left to the garbage collector.
-var burstPool sync.Pool // of *[]byte, boxes from boxPool
+// sends only lives until the writer has appended it, so its buffer is
+// taken from its connection's spare buffers and goes back there through
+// actors.Inbound.Release; any other burst (pulls, heartbeats: their frames
+// may be held longer) gets a buffer of its own, left to the garbage
+// collector.
+//
+// The spares are per connection, not a sync.Pool: a buffer goes back on
+// the writer's goroutine and is taken on the event loop's, and a
+// sync.Pool's per-P slot put on one P is not seen from the other (a
+// synchronous producer would allocate a fresh buffer for every send).
 
-const (
-	// minBurstBuf is the smallest pooled buffer: gnet reads 64 KiB at a
-	// time, so most bursts fit and the pool holds one size.
-	minBurstBuf = 64 << 10
-	// maxBurstBuf bounds what the pool keeps: a rare huge burst is not held.
-	maxBurstBuf = 4 << 20
-)
+// spareBursts is the number of buffers a connection keeps: the burst the
+// loop reads while the writer still holds one or two before it.
+const spareBursts = 4
 
-// copyBurst copies a burst's bytes into a buffer of its own. pooled asks
-// for a buffer from burstPool; release then gives it back (call it at most
-// once, when nothing aliases it any more; not calling it is safe).
-func copyBurst(b []byte, pooled bool) (data []byte, release func()) {
-	if !pooled {
+// maxSpareBurst bounds a kept buffer: a rare huge burst is not held.
+const maxSpareBurst = 1 << 20
+
+// minBurstBuf is the smallest buffer made for a burst of sends: bursts
+// vary in size, and one a little larger than the last must not miss.
+const minBurstBuf = 4 << 10
+
+// burstBufs holds a connection's spare burst buffers. take runs on the
+// event loop, put on whichever goroutine releases the burst.
+type burstBufs struct {
+	slots [spareBursts]atomic.Pointer[[]byte]
+}
+
+// copyBurst copies a burst's bytes into a buffer of its own. With bufs,
+// the buffer is one of its spares (or a new one); release then gives it
+// back (call it at most once, when nothing aliases it any more; not
+// calling it is safe).
+func copyBurst(b []byte, bufs *burstBufs) (data []byte, release func()) {
+	if bufs == nil {
 		// append, not make+copy: the runtime then skips zeroing bytes
 		// that are overwritten at once.
 		return append([]byte(nil), b...), nil
 	}
-	var buf []byte
-	if p, ok := burstPool.Get().(*[]byte); ok {
-		buf, *p = *p, nil
-		boxPool.Put(p)
+	box := bufs.take(len(b))
+	if box == nil {
+		box = new([]byte)
+		*box = make([]byte, 0, max(2*len(b), minBurstBuf)) // room for the next, larger burst
 	}
-	if cap(buf) < len(b) {
-		buf = make([]byte, 0, max(len(b), minBurstBuf)) // a smaller one is dropped
-	}
-	data = append(buf[:0], b...)
+	data = append((*box)[:0], b...)
+	*box = data
 	var done atomic.Bool
 	return data, func() {
-		if done.Swap(true) || cap(data) > maxBurstBuf {
+		if !done.Swap(true) {
+			bufs.put(box)
+		}
+	}
+}
+
+// take returns a spare buffer that holds n bytes, or nil. A spare too small
+// is dropped: the next one made is larger.
+func (bb *burstBufs) take(n int) *[]byte {
+	for i := range bb.slots {
+		if p := bb.slots[i].Swap(nil); p != nil {
+			if cap(*p) >= n {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// put keeps a released buffer if a slot is free and it is not huge.
+func (bb *burstBufs) put(p *[]byte) {
+	if cap(*p) > maxSpareBurst {
+		return
+	}
+	for i := range bb.slots {
+		if bb.slots[i].CompareAndSwap(nil, p) {
 			return
 		}
-		p, ok := boxPool.Get().(*[]byte)
-		if !ok {
-			p = new([]byte)
-		}
-		*p = data[:0]
-		burstPool.Put(p)
 	}
 }
 
@@ -61,7 +92,7 @@ func copyBurst(b []byte, pooled bool) (data []byte, release func()) {
 // a burst the broker hands to its writer whole, and releases after the
 // append. A connection's next burst is guessed to be like its last (a
 // producer sends little else), and a wrong guess costs only a buffer the
-// garbage collector takes instead of the pool.
+// garbage collector takes instead of the spares.
 func sendsOnly(frames []*protocol.Frame) bool {
 	for _, f := range frames {
 		if f.Code != protocol.CodeSendMessage && f.Code != protocol.CodeSendBatchMessage {

@@ -14,23 +14,41 @@ import (
 
 func TestCopyBurst(t *testing.T) {
 	in := []byte("some frames")
-	for _, pooled := range []bool{false, true} {
-		data, release := copyBurst(in, pooled)
-		if !bytes.Equal(data, in) || &data[0] == &in[0] {
-			t.Fatalf("pooled %v: got %q (a copy of %q wanted)", pooled, data, in)
-		}
-		if (release != nil) != pooled {
-			t.Fatalf("pooled %v: release %v", pooled, release != nil)
-		}
-		if release != nil {
-			release()
-			release() // a second call must not put the buffer back twice
-			a, _ := copyBurst(in, true)
-			b, _ := copyBurst(in, true)
-			if &a[0] == &b[0] {
-				t.Fatal("one released buffer handed out twice")
-			}
-		}
+	data, release := copyBurst(in, nil)
+	if !bytes.Equal(data, in) || &data[0] == &in[0] || release != nil {
+		t.Fatalf("without spares: %q, release %v", data, release != nil)
+	}
+	var bufs burstBufs
+	data, release = copyBurst(in, &bufs)
+	if !bytes.Equal(data, in) || &data[0] == &in[0] || release == nil {
+		t.Fatalf("with spares: %q, release %v", data, release != nil)
+	}
+	release()
+	release() // a second call must not keep the buffer twice
+	again, _ := copyBurst([]byte("more"), &bufs)
+	other, _ := copyBurst([]byte("more"), &bufs)
+	if &again[0] != &data[0] || &other[0] == &data[0] {
+		t.Fatal("a released buffer was not reused once, and only once")
+	}
+	bufs.put(&[]byte{1}) // too small for what comes next: dropped on take
+	if p := bufs.take(64); p != nil {
+		t.Fatalf("took a spare of %d bytes for 64", cap(*p))
+	}
+	huge := make([]byte, 0, maxSpareBurst+1)
+	bufs.put(&huge)
+	if p := bufs.take(1); p != nil {
+		t.Fatal("a huge buffer was kept")
+	}
+	for range spareBursts + 2 {
+		b := make([]byte, 0, 8)
+		bufs.put(&b)
+	}
+	n := 0
+	for bufs.take(1) != nil {
+		n++
+	}
+	if n != spareBursts {
+		t.Fatalf("%d spares kept, want %d", n, spareBursts)
 	}
 }
 

@@ -52,7 +52,9 @@ type conn struct {
 	leftover int  // bytes left in gnet's inbound buffer after the last OnTraffic
 	need     int  // size of the partial frame at the head of the buffer, if known
 	bad      bool // a malformed frame was seen; the close is under way
-	sends    bool // the last burst was sends only: the next one's bytes come from burstPool
+	sends    bool // the last burst was sends only: the next one's bytes come from bursts
+
+	bursts burstBufs // spare buffers of bursts of sends (see copyBurst)
 }
 
 var _ actors.Conn = (*conn)(nil)

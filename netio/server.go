@@ -429,8 +429,12 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		// One copy per burst: gnet reuses Peek's memory once we return, and
 		// the frames alias their bytes (see copyBurst).
 		_, wharf := s.fr.(wharfFramer)
+		var bufs *burstBufs
+		if wharf && c.sends {
+			bufs = &c.bursts
+		}
 		var data []byte
-		data, release = copyBurst(buf[:end], wharf && c.sends)
+		data, release = copyBurst(buf[:end], bufs)
 		frames = make([]*protocol.Frame, 0, count)
 		var arena []protocol.Frame // Wharf's frames: one allocation for the burst
 		if wharf {
