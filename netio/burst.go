@@ -21,15 +21,18 @@ import (
 // sync.Pool's per-P slot put on one P is not seen from the other (a
 // synchronous producer would allocate a fresh buffer for every send).
 
-// spareBursts is the number of buffers a connection keeps: the burst the
-// loop reads while the writer still holds one or two before it.
-const spareBursts = 4
+// spareBursts is the most buffers a connection keeps: as many bursts as
+// the loop reads while the writer still holds the ones before (with 256
+// sends of 1 KiB in flight, about five of 64 KiB). Only as many as were in
+// flight at once are ever made: a synchronous producer keeps one.
+const spareBursts = 16
 
 // maxSpareBurst bounds a kept buffer: a rare huge burst is not held.
 const maxSpareBurst = 1 << 20
 
-// minBurstBuf is the smallest buffer made for a burst of sends: bursts
-// vary in size, and one a little larger than the last must not miss.
+// minBurstBuf is the smallest buffer made for a burst of sends; a buffer
+// is made a power of two in size, so that bursts a little larger than the
+// last still fit (gnet reads 64 KiB at a time).
 const minBurstBuf = 4 << 10
 
 // burstBufs holds a connection's spare burst buffers. take runs on the
@@ -51,7 +54,7 @@ func copyBurst(b []byte, bufs *burstBufs) (data []byte, release func()) {
 	box := bufs.take(len(b))
 	if box == nil {
 		box = new([]byte)
-		*box = make([]byte, 0, max(2*len(b), minBurstBuf)) // room for the next, larger burst
+		*box = make([]byte, 0, burstCap(len(b)))
 	}
 	data = append((*box)[:0], b...)
 	*box = data
@@ -61,6 +64,16 @@ func copyBurst(b []byte, bufs *burstBufs) (data []byte, release func()) {
 			bufs.put(box)
 		}
 	}
+}
+
+// burstCap is the size of a buffer made for n bytes: the power of two at
+// or above n, at least minBurstBuf.
+func burstCap(n int) int {
+	c := minBurstBuf
+	for c < n {
+		c *= 2
+	}
+	return c
 }
 
 // take returns a spare buffer that holds n bytes, or nil. A spare too small

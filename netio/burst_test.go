@@ -52,6 +52,17 @@ func TestCopyBurst(t *testing.T) {
 	}
 }
 
+func TestBurstCap(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, minBurstBuf}, {1, minBurstBuf}, {minBurstBuf, minBurstBuf}, {minBurstBuf + 1, 2 * minBurstBuf},
+		{64 << 10, 64 << 10}, {64<<10 + 1, 128 << 10},
+	} {
+		if got := burstCap(tc.n); got != tc.want {
+			t.Errorf("burstCap(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestSendsOnly(t *testing.T) {
 	send, batch, pull := &protocol.Frame{Code: protocol.CodeSendMessage}, &protocol.Frame{Code: protocol.CodeSendBatchMessage}, &protocol.Frame{Code: protocol.CodePullMessage}
 	for _, tc := range []struct {
