@@ -35,7 +35,12 @@ type internalStored struct {
 
 // writeBatch is every send of one read burst: the writer appends them as one
 // batch.
-type writeBatch struct{ items []*sendItem }
+type writeBatch struct {
+	items []*sendItem
+	// release, if set, is Inbound.Release of the burst the items came
+	// from: the writer calls it once they are appended and answered.
+	release func()
+}
 
 // logFlushed tells the Reput actor how far the log is durable (SYNC_FLUSH:
 // consumers only see durable messages).

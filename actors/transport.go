@@ -42,6 +42,13 @@ func parked(c Conn, delta int) {
 type Inbound struct {
 	Conn   Conn
 	Frames []*protocol.Frame
+	// Release, if set, gives the frames' bytes back to the transport for
+	// reuse: the frames' fields and bodies alias one buffer. The handler
+	// calls it at most once, when nothing of the burst is held any more
+	// (the broker: after the writer appended a burst of sends only, their
+	// answers encoded or their fields copied). A handler that never calls
+	// it leaves the buffer to the garbage collector.
+	Release func()
 }
 
 // Handler is what a transport delivers to: the broker.

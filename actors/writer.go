@@ -72,6 +72,10 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *writeBatch:
 		a.write(ctx, m)
+		if m.release != nil {
+			clear(a.items) // they alias the burst's bytes
+			m.release()
+		}
 	case *notifyTick:
 		a.notifySoon = false
 		ctx.Send(a.p.durability, &appended{waits: a.waits})
@@ -160,10 +164,14 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 // toItems converts the batch for the core, reusing one slice of items.
 func (a *writerActor) toItems(items []*sendItem) []*writer.Item {
 	a.items, a.itemPtrs = a.items[:0], a.itemPtrs[:0]
+	var last Conn // a burst's sends share their connection: its address is parsed once
+	var host netip.AddrPort
 	for _, it := range items {
-		var host netip.AddrPort
-		if it.conn != nil {
-			host, _ = netip.ParseAddrPort(it.conn.RemoteAddr())
+		if it.conn != last {
+			last, host = it.conn, netip.AddrPort{}
+			if it.conn != nil {
+				host, _ = netip.ParseAddrPort(it.conn.RemoteAddr())
+			}
 		}
 		a.items = append(a.items, writer.Item{Topic: it.topic, QueueID: it.queueID, BornTs: it.bornTs, BornHost: host,
 			Msgs: it.msgs, Batch: it.batch, SendBack: it.sendBack, Reconsume: it.reconsume})

@@ -169,8 +169,11 @@ func runNATS(ctx context.Context, o *opts, sc string, size int) (result, error) 
 	}
 	var res result
 	switch sc {
-	case "async-256":
+	case "async-256", noCoalesce:
 		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsAsync(c, ns.url, body, 256, r) })
+		if sc == noCoalesce {
+			res.Note = "async-256 (nats.go has no send coalescing: one PUB per message either way)"
+		}
 	case "async-4096":
 		res, err = timed(ctx, o, ns.cpu, sc, size, func(c context.Context, r *recorder) error { return natsAsync(c, ns.url, body, 4096, r) })
 	case "batch-32":

@@ -36,6 +36,7 @@ type conn struct {
 	outMu       sync.Mutex
 	out         [][]byte // frames waiting for the loop's next flush
 	spare       [][]byte // the previous batch's slice, reused
+	sent        [][]byte // loop only: a flush's frames as queued, for the pool (Writev cuts the ones it writes in part)
 	flushQueued bool     // a flush is queued on the loop
 	// viaLoop: gnet may hold unsent bytes of ours (or a reject is queued),
 	// so a frame must follow them through the loop; cleared by a flush
@@ -51,6 +52,9 @@ type conn struct {
 	leftover int  // bytes left in gnet's inbound buffer after the last OnTraffic
 	need     int  // size of the partial frame at the head of the buffer, if known
 	bad      bool // a malformed frame was seen; the close is under way
+	sends    bool // the last burst was sends only: the next one's bytes come from bursts
+
+	bursts burstBufs // spare buffers of bursts of sends (see copyBurst)
 }
 
 var _ actors.Conn = (*conn)(nil)
@@ -79,32 +83,58 @@ func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 // Reply implements actors.Conn: the server's codec encodes r on the
 // calling goroutine (the answering actor's), then write sends it.
 func (c *conn) Reply(r actors.Response) {
+	if wc, ok := c.s.opt.Codec.(WharfCodec); ok {
+		// A concrete call: r stays on the stack (through the interface it
+		// escapes: one allocation per answer).
+		c.write(wc.AppendResponse(getFrame(), &r))
+		return
+	}
+	c.replyVia(r)
+}
+
+// replyVia encodes r with a codec other than WharfCodec (RocketMQ's remoting).
+func (c *conn) replyVia(r actors.Response) {
 	c.write(c.s.opt.Codec.AppendResponse(getFrame(), &r))
 }
 
-// framePool holds answer buffers written out in full: a pull answer's
-// buffer was a third of the broker's allocated bytes in e2e-10k, and the
-// GC it caused paused the broker every 300 ms (docs/BENCHMARKS.md, issue
-// 17). Only write puts buffers back, and only ones the kernel took whole
-// (nothing else holds them then).
+// framePool holds answer buffers written out: a pull answer's buffer was
+// a third of the broker's allocated bytes in e2e-10k, and the GC it caused
+// paused the broker every 300 ms (docs/BENCHMARKS.md, issue 17). Only
+// write puts buffers back: ones the kernel took whole from a direct write,
+// and every frame of a loop flush once gnet's Writev returned (it copies
+// what the kernel did not take into its own outbound buffer), so nothing
+// else holds them then.
 var framePool sync.Pool // of *[]byte
+
+// boxPool holds the emptied *[]byte boxes of framePool: putFrame reuses
+// one, so that putting a buffer back allocates nothing (a new box per Put
+// was one allocation per answer).
+var boxPool sync.Pool // of *[]byte, nil inside
 
 // maxPooledFrame bounds what the pool keeps: a rare huge answer is not held.
 const maxPooledFrame = 256 << 10
 
 func getFrame() []byte {
-	if p, ok := framePool.Get().(*[]byte); ok {
-		return (*p)[:0]
+	p, ok := framePool.Get().(*[]byte)
+	if !ok {
+		return nil
 	}
-	return nil
+	b := (*p)[:0]
+	*p = nil
+	boxPool.Put(p)
+	return b
 }
 
 func putFrame(b []byte) {
 	if cap(b) == 0 || cap(b) > maxPooledFrame {
 		return
 	}
-	b = b[:0]
-	framePool.Put(&b)
+	p, ok := boxPool.Get().(*[]byte)
+	if !ok {
+		p = new([]byte)
+	}
+	*p = b[:0]
+	framePool.Put(p)
 }
 
 // Send implements actors.Conn: a oneway request to the peer.
@@ -191,12 +221,17 @@ func (c *conn) write(frame []byte) {
 			n += int64(len(b))
 		}
 		c.pending.Add(-n)
+		c.sent = append(c.sent[:0], bufs...)
 		// writev takes at most IOV_MAX (1024) buffers: more fail with EINVAL.
 		for rest := bufs; err == nil && len(rest) > 0; { // even if closing: a reject's answer comes after these
 			k := min(len(rest), maxIOV)
 			_, err = gc.Writev(rest[:k])
 			rest = rest[k:]
 		}
+		for _, b := range c.sent {
+			putFrame(b) // written or copied by gnet, or dropped: ours again
+		}
+		clear(c.sent)
 		clear(bufs)
 		c.spare = bufs[:0]
 		if err != nil { // closed meanwhile

@@ -66,8 +66,11 @@
 // not block (send to an actor and return). Callbacks of one connection are
 // serialized; different connections run in parallel on different loops.
 // Conn.Write and Conn.Close are safe from any goroutine. Frames in an
-// Inbound own their bytes (nothing aliases gnet memory); the frame passed
-// to Write belongs to netio until it is written.
+// Inbound own their bytes (nothing aliases gnet memory) until the handler
+// calls Inbound.Release: a burst of sends (Wharf's wire) may be read into
+// one of its connection's spare buffers, which Release gives back for the
+// next burst; a handler that never calls it keeps the bytes for good. The
+// frame passed to Write belongs to netio until it is written.
 //
 // gnet's logger is process-global: netio installs one slog adapter
 // (warnings and errors only), bound to the Logger of the first Server

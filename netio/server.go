@@ -400,7 +400,7 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	lim := s.opt.Limits
 
 	// Find the end of the last complete frame, and the first error.
-	end := 0
+	end, count := 0, 0
 	var splitErr error
 	c.need = 0
 	for {
@@ -416,22 +416,40 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		end += n
+		count++
 	}
 
 	var (
 		frames  []*protocol.Frame
+		release func()
 		failErr = splitErr
 		failHdr *protocol.Frame // the offending frame, when its header decoded
 	)
 	if end > 0 {
 		// One copy per burst: gnet reuses Peek's memory once we return, and
-		// the frames alias their bytes.
-		// append, not make+copy: the runtime then skips zeroing bytes
-		// that are overwritten at once.
-		data := append([]byte(nil), buf[:end]...)
+		// the frames alias their bytes (see copyBurst).
+		_, wharf := s.fr.(wharfFramer)
+		var bufs *burstBufs
+		if wharf && c.sends {
+			bufs = &c.bursts
+		}
+		var data []byte
+		data, release = copyBurst(buf[:end], bufs)
+		frames = make([]*protocol.Frame, 0, count)
+		var arena []protocol.Frame // Wharf's frames: one allocation for the burst
+		if wharf {
+			arena = make([]protocol.Frame, count)
+		}
 		for off := 0; off < end; {
 			n, _ := s.fr.split(data[off:], lim) // already validated above
-			f, err := s.fr.decode(data[off:off+n], lim)
+			var f *protocol.Frame
+			var err error
+			if wharf {
+				f = &arena[len(frames)]
+				err = protocol.DecodeFrameInto(f, data[off:off+n], lim)
+			} else {
+				f, err = s.fr.decode(data[off:off+n], lim)
+			}
 			if err == nil && f.IsResponse() {
 				failHdr = f
 				err = fmt.Errorf("%w: a response frame (code %d, opaque %d) sent to a server", protocol.ErrFrameIllegal, f.Code, f.Opaque)
@@ -462,7 +480,8 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		s.stats.bursts.Add(1)
 		s.stats.framesIn.Add(uint64(len(frames)))
-		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames})
+		c.sends = sendsOnly(frames)
+		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames, Release: release})
 	}
 	if failErr != nil {
 		_, _ = gc.Discard(-1)

@@ -130,7 +130,7 @@ func testLogger() *slog.Logger {
 
 // startServer starts a server on a free loopback port and registers a Stop
 // (with a goroutine-leak check) for the end of the test.
-func startServer(t *testing.T, h actors.Handler, opt Options) *Server {
+func startServer(t testing.TB, h actors.Handler, opt Options) *Server {
 	t.Helper()
 	base := runtime.NumGoroutine()
 	if opt.Addr == "" {
@@ -157,7 +157,7 @@ func startServer(t *testing.T, h actors.Handler, opt Options) *Server {
 
 // waitGoroutines fails the test if the goroutine count does not come back
 // to base within a few seconds.
-func waitGoroutines(t *testing.T, base int) {
+func waitGoroutines(t testing.TB, base int) {
 	t.Helper()
 	if !testwait.Until(testwait.Wall, 3*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
 		buf := make([]byte, 1<<16)

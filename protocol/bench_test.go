@@ -81,3 +81,52 @@ func BenchmarkDecodePull32x1KiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeSendRaw1KiB is the broker's decode of a SEND: frame,
+// fields and properties kept raw (Limits.RawProperties), as netio does.
+func BenchmarkDecodeSendRaw1KiB(b *testing.B) {
+	frame, err := AppendRequest(nil, 1, 0, benchSend())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := Limits{RawProperties: true}
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		f, err := DecodeFrame(frame, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeRequest(f, lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeSendInto1KiB is the broker's decode of a SEND in a burst
+// of them: into the burst's slice, strings shared with the send before.
+func BenchmarkDecodeSendInto1KiB(b *testing.B) {
+	frame, err := AppendRequest(nil, 1, 0, benchSend())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := Limits{RawProperties: true}
+	var f Frame
+	var prev, r SendRequest
+	if err := DecodeFrameInto(&f, frame, lim); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := DecodeSendInto(&f, lim, &prev, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		if err := DecodeFrameInto(&f, frame, lim); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeSendInto(&f, lim, &r, &prev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

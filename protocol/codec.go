@@ -244,17 +244,11 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 		// bytes left and unknown values are stepped over by the bounded
 		// walk, so no Validate pass first (the hot path: SEND and its
 		// answer).
+		if sr, ok := fc.(*SendRequest); ok {
+			return unmarshalSend(b, lim, sr, nil)
+		}
 		r := &reader{b: b, rawProps: lim.RawProperties}
-		if err := fc.decodeFieldsMap(r); err != nil {
-			return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
-		}
-		if r.p != len(b) {
-			return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(b)-r.p)
-		}
-		if r.soft != nil {
-			return fmt.Errorf("fields: %w", r.soft)
-		}
-		return nil
+		return fieldsDone(r, fc.decodeFieldsMap(r))
 	}
 	if err := Validate(b, lim.MaxDepth); err != nil {
 		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
@@ -266,6 +260,60 @@ func unmarshalFields(b []byte, lim Limits, v any) error {
 	// field of the wrong type stays a malformed frame.
 	if err := checkInts(b, reflect.TypeOf(v)); err != nil {
 		return fmt.Errorf("fields: %w", err)
+	}
+	return nil
+}
+
+// unmarshalSend is unmarshalFields of a SEND's fields; prev, if not nil,
+// is the send decoded before it (see DecodeSendInto). A concrete call: the
+// reader stays on the stack (through the fieldsCodec interface it escapes:
+// one allocation per SEND).
+func unmarshalSend(b []byte, lim Limits, r, prev *SendRequest) error {
+	if len(b) == 0 {
+		return nil
+	}
+	rd := reader{b: b, rawProps: lim.RawProperties}
+	if prev != nil {
+		rd.prevGroup, rd.prevTopic = prev.ProducerGroup, prev.Topic
+	}
+	return fieldsDone(&rd, r.decodeFieldsMap(&rd))
+}
+
+// DecodeSendInto decodes a SEND frame as DecodeRequest does, into r
+// instead of a new SendRequest: a reader decoding a burst of sends into one
+// slice of them. prev, if not nil, is the send decoded before it: a
+// producer group or topic equal to prev's is prev's string, not a new one.
+// ok is false, and r untouched, for any frame but a SEND request of Wharf's
+// wire (decode that with DecodeRequest).
+func DecodeSendInto(f *Frame, lim Limits, r, prev *SendRequest) (ok bool, err error) {
+	if f.Code != CodeSendMessage || f.IsResponse() || f.Request != nil || f.RequestErr != nil {
+		return false, nil
+	}
+	lim = lim.norm()
+	*r = SendRequest{}
+	err = unmarshalSend(f.Fields, lim, r, prev)
+	if StatusOf(err) != StatusFrameIllegal { // as decodeInto: the body after the fields
+		if berr := r.decodeBody(f.Body, lim); berr != nil && (err == nil || StatusOf(berr) == StatusFrameIllegal) {
+			err = berr
+		}
+	}
+	if err != nil {
+		return true, fmt.Errorf("%v: %w", f.Code, err)
+	}
+	return true, nil
+}
+
+// fieldsDone checks what a hand-written fields decode left: its error,
+// bytes after the map, a soft (field content) error.
+func fieldsDone(r *reader, err error) error {
+	if err != nil {
+		return fmt.Errorf("%w: fields: %w", ErrFrameIllegal, err)
+	}
+	if r.p != len(r.b) {
+		return fmt.Errorf("%w: fields: %d bytes after the map", ErrFrameIllegal, len(r.b)-r.p)
+	}
+	if r.soft != nil {
+		return fmt.Errorf("fields: %w", r.soft)
 	}
 	return nil
 }

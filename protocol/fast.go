@@ -52,9 +52,9 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 		}
 		switch string(key) {
 		case "producerGroup":
-			r.ProducerGroup, err = rd.str()
+			r.ProducerGroup, err = rd.strAs(rd.prevGroup)
 		case "topic":
-			r.Topic, err = rd.str()
+			r.Topic, err = rd.strAs(rd.prevTopic)
 		case "queueId":
 			r.QueueID, err = rd.int32()
 		case "flag":

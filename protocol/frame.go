@@ -108,29 +108,47 @@ func Split(buf []byte, lim Limits) (frameLen int, err error) {
 // parsed; the fields map is not decoded (see DecodeRequest/DecodeResponse).
 // The result aliases frame. Errors wrap ErrFrameTooLarge or ErrFrameIllegal.
 func DecodeFrame(frame []byte, lim Limits) (*Frame, error) {
-	lim = lim.norm()
-	n, err := Split(frame, lim)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 || n != len(frame) {
-		return nil, fmt.Errorf("%w: %d bytes given for a frame of %d", ErrFrameIllegal, len(frame), n)
-	}
-	hl := int(binary.BigEndian.Uint32(frame[4:]))
-	header := frame[PrefixSize : PrefixSize+hl]
-	if err := Validate(header, lim.MaxDepth); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrFrameIllegal, err)
-	}
 	f := &Frame{}
-	if err := f.decodeHeader(header); err != nil {
+	if err := DecodeFrameInto(f, frame, lim); err != nil {
 		return nil, err
-	}
-	if body := frame[PrefixSize+hl:]; len(body) > 0 {
-		f.Body = body
 	}
 	return f, nil
 }
 
+// DecodeFrameInto is DecodeFrame into a Frame of the caller's (a reader
+// decoding a burst of frames into one slice of them: one allocation for
+// the burst instead of one per frame). *f is overwritten; on error its
+// contents are unspecified.
+func DecodeFrameInto(f *Frame, frame []byte, lim Limits) error {
+	lim = lim.norm()
+	n, err := Split(frame, lim)
+	if err != nil {
+		return err
+	}
+	if n == 0 || n != len(frame) {
+		return fmt.Errorf("%w: %d bytes given for a frame of %d", ErrFrameIllegal, len(frame), n)
+	}
+	hl := int(binary.BigEndian.Uint32(frame[4:]))
+	if err := Validate(frame[PrefixSize:PrefixSize+hl], lim.MaxDepth); err != nil {
+		return fmt.Errorf("%w: header: %w", ErrFrameIllegal, err)
+	}
+	*f = Frame{}
+	return f.decodeAfterCheck(frame, hl)
+}
+
+// decodeAfterCheck decodes a split and validated frame whose header is hl
+// bytes long.
+func (f *Frame) decodeAfterCheck(frame []byte, hl int) error {
+	if err := f.decodeHeader(frame[PrefixSize : PrefixSize+hl]); err != nil {
+		return err
+	}
+	if body := frame[PrefixSize+hl:]; len(body) > 0 {
+		f.Body = body
+	}
+	return nil
+}
+
+// decodeHeader decodes a header that Validate accepted.
 func (f *Frame) decodeHeader(h []byte) error {
 	r := &reader{b: h}
 	if h[0] == 0xc0 {
@@ -140,7 +158,7 @@ func (f *Frame) decodeHeader(h []byte) error {
 	if err != nil {
 		return err
 	}
-	for range n {
+	for i := range n {
 		key, err := r.rawStr()
 		if err != nil {
 			return fmt.Errorf("header key: %w", err)
@@ -173,7 +191,14 @@ func (f *Frame) decodeHeader(h []byte) error {
 				return fmt.Errorf("header %q: %w", keyFields, err)
 			}
 			r.p = start
-			f.Fields, err = r.rawValue()
+			if i == n-1 {
+				// The last value of a header Validate accepted (one value,
+				// no trailing bytes) ends where the header ends: no second
+				// walk over the fields (AppendFrame puts them last).
+				f.Fields, r.p = h[start:], len(h)
+			} else {
+				f.Fields, err = r.rawValue()
+			}
 			if m == 0 {
 				f.Fields = nil
 			}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -271,6 +272,23 @@ func FuzzDecodeFrame(f *testing.F) {
 		fr, err := DecodeFrame(data[:n], lim)
 		if err != nil {
 			return
+		}
+		// Into a Frame that held another: the same frame, nothing left over.
+		into := Frame{Code: 9999, Remark: "left over", Fields: []byte{1}, Body: []byte{2}, Request: &SendRequest{}, RequestErr: ErrFrameIllegal}
+		if err := DecodeFrameInto(&into, data[:n], lim); err != nil || !reflect.DeepEqual(into, *fr) {
+			t.Fatalf("DecodeFrameInto: %+v, %v; DecodeFrame: %+v", into, err, fr)
+		}
+		// As a SEND: DecodeSendInto decodes what DecodeRequest does, with
+		// the same error, strings shared with the send before or not.
+		send := *fr
+		send.Code, send.Flags = CodeSendMessage, send.Flags&^FlagResponse
+		want, werr := DecodeRequest(&send, lim)
+		for _, prev := range []*SendRequest{nil, {ProducerGroup: "group", Topic: "topic"}} {
+			got := SendRequest{Topic: "left over", Body: []byte{1}}
+			ok, gerr := DecodeSendInto(&send, lim, &got, prev)
+			if !ok || fmt.Sprint(gerr) != fmt.Sprint(werr) || werr == nil && !reflect.DeepEqual(&got, want) {
+				t.Fatalf("DecodeSendInto: %v %+v %v; DecodeRequest: %+v %v", ok, got, gerr, want, werr)
+			}
 		}
 		if a := allocated(func() { decodeAsEverything(fr, lim) }); a > uint64(len(codeNames))*2*allocBound(n) {
 			t.Fatalf("decoding %d bytes as every type allocated %d", n, a)

@@ -43,6 +43,12 @@ func TestOffsetMsgID(t *testing.T) {
 		if id != c.want {
 			t.Errorf("OffsetMsgID(%s, %d) = %s, want %s", c.host, c.off, id, c.want)
 		}
+		if got := string(AppendOffsetMsgID([]byte("prefix"), ap, c.off)); got != "prefix"+c.want {
+			t.Errorf("AppendOffsetMsgID(prefix, %s, %d) = %s", c.host, c.off, got)
+		}
+		if a := testing.AllocsPerRun(10, func() { id = OffsetMsgID(ap, c.off) }); a != 1 {
+			t.Errorf("OffsetMsgID: %v allocations, want 1 (the string)", a)
+		}
 		h, off, err := ParseOffsetMsgID(strings.ToLower(id))
 		if err != nil || off != c.off || h.Addr() != ap.Addr().Unmap() || h.Port() != ap.Port() {
 			t.Errorf("ParseOffsetMsgID(%s) = %v, %d, %v", id, h, off, err)

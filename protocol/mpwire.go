@@ -105,6 +105,9 @@ type reader struct {
 	b        []byte
 	p        int
 	rawProps bool // keep message properties encoded (Limits.RawProperties)
+	// prevGroup and prevTopic are the strings of the send decoded before
+	// this one (DecodeSendInto): equal bytes give them back, not new ones.
+	prevGroup, prevTopic string
 	// skipDepth bounds the nesting of a value skip steps over (0:
 	// HardMaxDepth): a list decoder that did not validate its body first
 	// sets what is left of Limits.MaxDepth at the level it skips from.
@@ -306,6 +309,16 @@ func (r *reader) rawStr() ([]byte, error) {
 		return nil, nil
 	}
 	return r.need(int(n))
+}
+
+// strAs is str, giving prev back when the bytes are prev's: a burst's
+// sends name the same group and topic, one string for all of them.
+func (r *reader) strAs(prev string) (string, error) {
+	s, err := r.rawStr()
+	if err == nil && prev != "" && string(s) == prev {
+		return prev, nil
+	}
+	return string(s), err
 }
 
 func (r *reader) str() (string, error) {

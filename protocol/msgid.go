@@ -34,15 +34,23 @@ func TagsHashCode(tags string) int64 {
 // port (4 bytes) and the offset (8 bytes), big-endian: 32 characters. An IPv6
 // host gives 56 characters (16 + 4 + 8 bytes).
 func OffsetMsgID(storeHost netip.AddrPort, commitLogOffset int64) string {
+	var out [56]byte
+	return string(AppendOffsetMsgID(out[:0], storeHost, commitLogOffset))
+}
+
+// AppendOffsetMsgID appends OffsetMsgID's characters to dst: ids made
+// into one buffer can become one string, sliced, instead of one each.
+func AppendOffsetMsgID(dst []byte, storeHost netip.AddrPort, commitLogOffset int64) []byte {
 	a := storeHost.Addr().Unmap()
 	var buf [28]byte
 	b := buf[:0]
 	b = append(b, a.AsSlice()...)
 	b = binary.BigEndian.AppendUint32(b, uint32(storeHost.Port()))
 	b = binary.BigEndian.AppendUint64(b, uint64(commitLogOffset))
-	var out [56]byte
-	hexUpper(out[:2*len(b)], b)
-	return string(out[:2*len(b)])
+	n := len(dst)
+	dst = append(dst, make([]byte, 2*len(b))...)
+	hexUpper(dst[n:], b)
+	return dst
 }
 
 // ParseOffsetMsgID parses an offset message id (either case).

@@ -68,9 +68,17 @@ type Writer struct {
 	rr    map[string]int32 // round-robin queue choice per topic
 	out   []storage.AppendResult
 	msgs  []*storage.Message
+	arena []storage.Message // what msgs points at: one slice for a write, reused (cleared after it)
+	spans []span
+	idBuf []byte // the stored messages' ids, before they become one string
+	ids   string // the stored messages' ids, one after another (see msgID)
+	idLen int    // the length of one of them
 	props []byte // this write's encoded properties (valid until the append)
 	res   Result
 }
+
+// span is an item's messages in Writer.msgs.
+type span struct{ from, to int }
 
 // New returns the writer of st.
 func New(cfg Config, st *storage.Store) *Writer {
@@ -82,28 +90,32 @@ func New(cfg Config, st *storage.Store) *Writer {
 // seen by the later items of the same write). The Result is valid until
 // the next Write.
 func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, items []*Item) *Result {
-	w.msgs, w.props = w.msgs[:0], w.props[:0]
+	w.msgs, w.props, w.arena = w.msgs[:0], w.props[:0], w.arena[:0]
 	w.res = Result{Outcomes: w.res.Outcomes[:0], Created: w.res.Created[:0]}
-	type span struct{ from, to int } // an item's messages in w.msgs
-	spans := make([]span, len(items))
-	for i, it := range items {
-		spans[i] = span{-1, -1}
-		w.res.Outcomes = append(w.res.Outcomes, Outcome{})
+	spans := w.spans[:0]
+	for _, it := range items {
+		sp := span{-1, -1}
+		o := Outcome{}
 		if st, remark := w.resolve(topics, it); st != protocol.StatusOK {
-			w.res.Outcomes[i] = Outcome{Status: st, Remark: remark}
-			continue
+			o = Outcome{Status: st, Remark: remark}
+		} else if from, err := w.toStore(now, it); err != nil {
+			o = Outcome{Status: StatusOfStoreError(err), Remark: err.Error()}
+		} else {
+			sp = span{from, len(w.arena)}
 		}
-		sms, err := w.toStore(now, it)
-		if err != nil {
-			w.res.Outcomes[i] = Outcome{Status: StatusOfStoreError(err), Remark: err.Error()}
-			continue
-		}
-		spans[i] = span{len(w.msgs), len(w.msgs) + len(sms)}
-		w.msgs = append(w.msgs, sms...)
+		spans = append(spans, sp)
+		w.res.Outcomes = append(w.res.Outcomes, o)
 	}
-	if len(w.msgs) == 0 {
+	w.spans = spans
+	if len(w.arena) == 0 {
 		return &w.res
 	}
+	for i := range w.arena { // the arena is complete: pointers into it stay valid
+		w.msgs = append(w.msgs, &w.arena[i])
+	}
+	// The messages alias the requests' bytes: drop them once appended,
+	// so that the writer holds no request buffer until its next write.
+	defer func() { clear(w.arena); clear(w.msgs) }()
 	out, err := w.st.AppendBatch(w.msgs, now.UnixMilli(), w.out)
 	w.out = out
 	w.res.AppendErr = err
@@ -115,23 +127,47 @@ func (w *Writer) Write(now time.Time, topics map[string]storage.TopicConfig, ite
 		invariant.Check(r.Err == nil, "writer: the log refused a message CheckMessage accepted")
 		w.res.Bytes += int64(r.Size)
 	}
+	w.makeIDs()
+	var resps []protocol.SendResponse // the answers' fields: one allocation for the write
 	for i, it := range items {
 		if sp := spans[i]; sp.from >= 0 {
-			w.res.Outcomes[i] = w.outcome(it, sp.from, sp.to, err)
+			if !it.Batch && !it.SendBack && resps == nil {
+				resps = make([]protocol.SendResponse, 0, len(items)-i)
+			}
+			w.res.Outcomes[i], resps = w.outcome(it, sp.from, sp.to, err, resps)
 		}
 	}
 	return &w.res
 }
 
-// outcome is the answer of an item whose messages are w.msgs[from:to].
-func (w *Writer) outcome(it *Item, from, to int, err error) Outcome {
+// makeIDs makes the ids of the messages stored by this write as one
+// string (one allocation for the write, not one per message); msgID
+// slices it.
+func (w *Writer) makeIDs() {
+	w.idBuf = w.idBuf[:0]
+	for _, r := range w.out {
+		w.idBuf = protocol.AppendOffsetMsgID(w.idBuf, w.cfg.StoreHost, r.PhyOffset)
+	}
+	w.ids, w.idLen = string(w.idBuf), 0
+	if len(w.out) > 0 {
+		w.idLen = len(w.idBuf) / len(w.out)
+	}
+}
+
+// msgID is the id of w.out[i] (protocol.OffsetMsgID).
+func (w *Writer) msgID(i int) string { return w.ids[i*w.idLen : (i+1)*w.idLen] }
+
+// outcome is the answer of an item whose messages are w.msgs[from:to]. A
+// SEND's fields are appended to resps (never grown past its capacity, so
+// the answers already made keep pointing into it) and resps is returned.
+func (w *Writer) outcome(it *Item, from, to int, err error, resps []protocol.SendResponse) (Outcome, []protocol.SendResponse) {
 	stored := len(w.out)
 	if to > stored {
 		remark := fmt.Sprintf("not stored: %v", err)
 		if from < stored {
 			remark = fmt.Sprintf("batch partly stored (%d of %d messages) before: %v", stored-from, to-from, err)
 		}
-		return Outcome{NotAppended: true, Status: StatusOfStoreError(err), Remark: remark}
+		return Outcome{NotAppended: true, Status: StatusOfStoreError(err), Remark: remark}, resps
 	}
 	res := w.out[from:to]
 	last := res[len(res)-1]
@@ -145,15 +181,24 @@ func (w *Writer) outcome(it *Item, from, to int, err error) Outcome {
 	case it.SendBack:
 	case it.Batch:
 		ids := make([]string, len(res))
-		for j, r := range res {
-			ids[j] = protocol.OffsetMsgID(w.cfg.StoreHost, r.PhyOffset)
+		for j := range res {
+			ids[j] = w.msgID(from + j)
 		}
 		o.Fields = &protocol.SendBatchResponse{QueueID: qid, QueueOffset: res[0].QueueOffset, MsgIDs: ids}
 	default:
-		o.Fields = &protocol.SendResponse{MsgID: protocol.OffsetMsgID(w.cfg.StoreHost, res[0].PhyOffset), QueueID: qid, QueueOffset: res[0].QueueOffset}
+		r := protocol.SendResponse{MsgID: w.msgID(from), QueueID: qid, QueueOffset: res[0].QueueOffset}
+		if len(resps) < cap(resps) {
+			resps = append(resps, r)
+			o.Fields = &resps[len(resps)-1]
+		} else {
+			o.Fields = boxed(r)
+		}
 	}
-	return o
+	return o, resps
 }
+
+// boxed moves r to the heap; taking &r in outcome would move every r there.
+func boxed(r protocol.SendResponse) *protocol.SendResponse { return &r }
 
 // resolve checks an item's topic and picks its queue; it returns a non-OK
 // status if the item cannot be written.
@@ -202,28 +247,31 @@ func (w *Writer) created(topic string) (storage.TopicConfig, bool) {
 	return storage.TopicConfig{}, false
 }
 
-// toStore converts an item's messages; the whole item is rejected if one
-// message cannot be stored, so a batch is all or nothing.
-func (w *Writer) toStore(now time.Time, it *Item) ([]*storage.Message, error) {
+// toStore converts an item's messages onto w.arena and returns where they
+// start; the whole item is rejected (the arena as it was) if one message
+// cannot be stored, so a batch is all or nothing.
+func (w *Writer) toStore(now time.Time, it *Item) (int, error) {
 	cl := w.st.CommitLog()
-	out := make([]*storage.Message, 0, len(it.Msgs))
+	from := len(w.arena)
 	for i := range it.Msgs {
 		pm := &it.Msgs[i]
 		if pm.Topic != "" && pm.Topic != it.Topic {
-			return nil, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.Topic)
+			w.arena = w.arena[:from]
+			return 0, fmt.Errorf("%w: message %d of the batch is for topic %q, the batch for %q", storage.ErrIllegal, i, pm.Topic, it.Topic)
 		}
 		topic, queueID, props, err := w.properties(now, it, pm)
 		if err != nil {
-			return nil, err
+			w.arena = w.arena[:from]
+			return 0, err
 		}
-		sm := &storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
-			Properties: props, BornTimestamp: it.BornTs, BornHost: it.BornHost, ReconsumeTimes: it.Reconsume}
-		if err := cl.CheckMessage(sm); err != nil {
-			return nil, err
+		w.arena = append(w.arena, storage.Message{Topic: topic, QueueID: queueID, Flag: pm.Flag, Body: pm.Body,
+			Properties: props, BornTimestamp: it.BornTs, BornHost: it.BornHost, ReconsumeTimes: it.Reconsume})
+		if err := cl.CheckMessage(&w.arena[len(w.arena)-1]); err != nil {
+			w.arena = w.arena[:from]
+			return 0, err
 		}
-		out = append(out, sm)
 	}
-	return out, nil
+	return from, nil
 }
 
 // properties encodes a message's properties for the log and says where it

@@ -102,6 +102,7 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.IntVar(&o.PullBatch, "pull-batch", d.PullBatch, "consume-backlog: messages per pull")
 	f.IntVar(&o.PullInflight, "pull-inflight", d.PullInflight, "consume-backlog: pulls in flight (each on its own queue), handled by one goroutine in order")
 	f.IntVar(&o.BatchInflight, "batch-inflight", d.BatchInflight, "batch-32: batches in flight")
+	f.BoolVar(&o.SendCoalescing, "send-coalescing", d.SendCoalescing, "the producers coalesce concurrent async sends into one request (false: one SEND per message)")
 	f.IntVar(&o.Queues, "queues", d.Queues, "queues of the benchmark topic")
 	f.StringVar(&o.StoreDir, "store-dir", d.StoreDir, "directory under which the temporary stores (and the disk probe's file) go (default: the system temp dir)")
 	f.StringVar(&o.BrokerBin, "wharf-bin", d.BrokerBin, "wharf binary to start brokers with (default: this one)")

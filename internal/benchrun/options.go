@@ -38,6 +38,7 @@ type Options struct {
 	PullBatch      int           // --pull-batch: consume-backlog's messages per pull
 	PullInflight   int           // --pull-inflight: consume-backlog's pulls in flight
 	BatchInflight  int           // --batch-inflight: batch-32's batches in flight
+	SendCoalescing bool          // --send-coalescing: the producers coalesce concurrent async sends (client.WithSendCoalescing)
 	Queues         int           // --queues: queues of the benchmark topic
 	StoreDir       string        // --store-dir: where the temporary stores and the disk probe's file go ("": the temp dir)
 	BrokerBin      string        // --wharf-bin: the binary started as broker ("": this process's own)
@@ -70,6 +71,7 @@ func DefaultOptions() Options {
 		PullBatch:      256,
 		PullInflight:   2,
 		BatchInflight:  16,
+		SendCoalescing: true,
 		Queues:         8,
 		Settle:         30 * time.Second,
 		Fsyncs:         2000,

@@ -26,6 +26,7 @@ type Result struct {
 	// Extras, beyond the fields the benchmark suite asks for.
 	ElapsedS          float64  `json:"elapsed_s"`
 	FlushMode         string   `json:"flush_mode,omitempty"`
+	SendCoalescing    *bool    `json:"send_coalescing,omitempty"` // the producers' client.WithSendCoalescing; nil: no producer of the load's own
 	BrokerCPUSPerMMsg *float64 `json:"broker_cpu_s_per_m_msgs,omitempty"`
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"` // Go heap after a forced GC, backlog stored
 	// The cluster scenarios' fields: broker groups, whether the clients

@@ -67,7 +67,7 @@ func runOn(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	copts := []client.Option{client.WithTimeout(o.Timeout), client.WithRetries(0)}
+	copts := []client.Option{client.WithTimeout(o.Timeout), client.WithRetries(0), client.WithSendCoalescing(o.SendCoalescing)}
 	var load loadFunc
 	switch sc {
 	case "async-256", "async-4096":
@@ -164,6 +164,7 @@ func timed(ctx context.Context, o *Options, b *broker, sc string, size int, stde
 	}
 	res := rec.result(sc, size)
 	res.FlushMode = b.flushMode
+	res.SendCoalescing = &o.SendCoalescing
 	res.setBrokerCPU(cpu0, cpu1)
 	res.setClientCPU(client0, client1)
 	if early != nil && ctx.Err() == nil {
