@@ -79,8 +79,8 @@ func (b *Broker) startRole() roleState {
 	return roleState{role: b.cfg.BrokerRole, master: b.cfg.HAMasterAddress, brokerID: b.cfg.BrokerID}
 }
 
-// Start spawns the actors.
-func (b *Broker) Start() error {
+// checkSeams refuses an Env or a store the broker cannot run on.
+func (b *Broker) checkSeams() error {
 	if b.env.Clock == nil || b.env.RunIO == nil {
 		return errors.New("actors: Env.Clock and Env.RunIO are required")
 	}
@@ -89,6 +89,14 @@ func (b *Broker) Start() error {
 		// restarts too: the store must keep to it when it opens and closes.
 		return fmt.Errorf("actors: enableControllerMode is %v but the store was opened with DispatchConfirmedOnly %v",
 			b.cfg.EnableControllerMode, b.store.DispatchConfirmedOnly())
+	}
+	return nil
+}
+
+// Start spawns the actors.
+func (b *Broker) Start() error {
+	if err := b.checkSeams(); err != nil {
+		return err
 	}
 	actorLog := b.log.With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
