@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -304,6 +305,44 @@ func (s *Sim) finalCheck() {
 		}
 		s.checkSlavesHaveAcked(g, keys)
 		s.checkFinalStore(g, keys)
+		s.checkConsumedReads(g)
+	}
+}
+
+// checkConsumedReads: every message a consumer read is, at the end, the
+// message at its queue offset in the group's master's log, unless a crash
+// the mode allowed to lose it took it. A consumer must never read what
+// the log later replaces (Jepsen's "inconsistent offsets", an aborted
+// read): it would skip the message that takes the offset. It reads the
+// running master's store, whose queues hold everything confirmed once the
+// liveness phase is over.
+func (s *Sim) checkConsumedReads(g *brokerGroup) {
+	n := g.master
+	if !n.up || n.store == nil {
+		return
+	}
+	for q := int32(0); q < simQueues; q++ {
+		m := g.consumedAt[q]
+		qos := make([]int64, 0, len(m))
+		for qo := range m {
+			qos = append(qos, qo)
+		}
+		slices.Sort(qos)
+		for _, qo := range qos {
+			if s.cfg.Flush == actors.AsyncFlush && g.lostSince(q, qo) {
+				continue
+			}
+			got := "nothing"
+			if e, err := n.store.QueueEntry(storage.QueueKey{Topic: simTopic, QueueID: q}, qo); err == nil {
+				if r, err := n.store.CommitLog().ReadRecord(e.Offset, e.Size, false); err == nil {
+					got, _ = storage.Property(r.Properties, protocol.PropertyKeys)
+				}
+			}
+			if got != m[qo] {
+				s.w.Violationf("%s queue %d offset %d was consumed as %q; the final log of %s holds %q there", g.spec.Name, q, qo, m[qo], n.name, got)
+				break // one per queue
+			}
+		}
 	}
 }
 

@@ -80,6 +80,10 @@ type Client struct {
 	probe bool
 	// commitNode: per queue, the broker that acknowledged its last commit.
 	commitNode map[groupQueue]*Node
+	// replicas: a consumer (controller mode, half of them) that reads from
+	// a slave whenever one is up, as a consumer far behind the head does
+	// when its master suggests it (SuggestWhichBrokerID).
+	replicas bool
 }
 
 // groupQueue is queue q of broker group g.
@@ -102,21 +106,25 @@ func (c *Client) own() owner { return owner{} }
 func (c *Client) clientNum() int { return c.id }
 
 // readFrom is the node a consumer pulls group g from: its master, or, in
-// controller mode, while the master is down the first of its slaves that
-// is up, as the client does with the group's slaves as read replicas
-// (client.WithSlaveAddrs). What a replica shows its consumers must be what
-// no election cuts: the consumed-offset check holds its answers to that.
-// (Classic mode makes no such promise: a slave shows what its master sent
-// it, which under SYNC_FLUSH may include bytes whose fsync failed on the
-// master and that the master's restart then drops.)
+// controller mode, while the master is down (or always, for a consumer
+// that prefers replicas) the first of its slaves that is up, as the client
+// does with the group's slaves as read replicas (client.WithSlaveAddrs).
+// What a replica shows its consumers must be what no election cuts: the
+// consumed-offset check holds its answers to that. (Classic mode makes no
+// such promise: a slave shows what its master sent it, which under
+// SYNC_FLUSH may include bytes whose fsync failed on the master and that
+// the master's restart then drops.)
 func (c *Client) readFrom(g *brokerGroup) *Node {
-	if g.master.up || c.s.cfg.Ctl == nil {
+	if c.s.cfg.Ctl == nil || (g.master.up && !c.replicas) {
 		return g.master
 	}
 	for _, n := range g.slaves {
 		if n.up {
 			return n
 		}
+	}
+	if g.master.up {
+		return g.master
 	}
 	return nil
 }

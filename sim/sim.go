@@ -438,6 +438,10 @@ func (s *Sim) startLoad() {
 	stopAt := s.loadFrom.Add(sc.Duration)
 	for i, k := range sc.Clients {
 		c := &Client{s: s, id: i + 1, kind: k, stopAt: stopAt, conns: make([]*Conn, len(s.groups))}
+		if k == Consumer && s.cfg.Ctl != nil && w.rng.Intn(2) == 0 {
+			c.replicas = true // reads from a slave whenever one is up
+			w.Tracef("client %d reads from the slaves", c.id)
+		}
 		s.clients = append(s.clients, c)
 		w.at(s.loadFrom.Add(time.Duration(w.rng.Intn(50))*time.Millisecond), owner{}, c.start)
 	}
