@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -417,14 +418,7 @@ func (a *ctlClientActor) closed(now time.Time, m *ctlClosed) {
 // agent's Failed moves it to the next controller, so the order of failures
 // decides where each retry goes, and the simulator replays a seed only if
 // that order is the same every run.
-func (a *ctlClientActor) callOrder() []uint32 {
-	ops := make([]uint32, 0, len(a.calls))
-	for op := range a.calls {
-		ops = append(ops, op)
-	}
-	slices.Sort(ops)
-	return ops
-}
+func (a *ctlClientActor) callOrder() []uint32 { return slices.Sorted(maps.Keys(a.calls)) }
 
 // expire forgets calls the agent has timed out already (it ignores their
 // late answers), so the map stays bounded while a controller is silent,
