@@ -397,28 +397,7 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		c.leftover = buffered
 		return gnet.None
 	}
-	lim := s.opt.Limits
-
-	// Find the end of the last complete frame, and the first error.
-	end, count := 0, 0
-	var splitErr error
-	c.need = 0
-	for {
-		n, err := s.fr.split(buf[end:], lim)
-		if err != nil {
-			splitErr = err
-			break
-		}
-		if n == 0 {
-			if rest := buf[end:]; len(rest) >= 4 {
-				c.need = 4 + int(binary.BigEndian.Uint32(rest))
-			}
-			break
-		}
-		end += n
-		count++
-	}
-
+	end, count, splitErr := e.scan(c, buf)
 	var (
 		frames  []*protocol.Frame
 		release func()
@@ -426,62 +405,14 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 		failHdr *protocol.Frame // the offending frame, when its header decoded
 	)
 	if end > 0 {
-		// One copy per burst: gnet reuses Peek's memory once we return, and
-		// the frames alias their bytes (see copyBurst).
-		_, wharf := s.fr.(wharfFramer)
-		var bufs *burstBufs
-		if wharf && c.sends {
-			bufs = &c.bursts
-		}
-		var data []byte
-		data, release = copyBurst(buf[:end], bufs)
-		frames = make([]*protocol.Frame, 0, count)
-		var arena []protocol.Frame // Wharf's frames: one allocation for the burst
-		if wharf {
-			arena = make([]protocol.Frame, count)
-		}
-		for off := 0; off < end; {
-			n, _ := s.fr.split(data[off:], lim) // already validated above
-			var f *protocol.Frame
-			var err error
-			if wharf {
-				f = &arena[len(frames)]
-				err = protocol.DecodeFrameInto(f, data[off:off+n], lim)
-			} else {
-				f, err = s.fr.decode(data[off:off+n], lim)
-			}
-			if err == nil && f.IsResponse() {
-				failHdr = f
-				err = fmt.Errorf("%w: a response frame (code %d, opaque %d) sent to a server", protocol.ErrFrameIllegal, f.Code, f.Opaque)
-			}
-			if err != nil {
-				failErr = err
-				break
-			}
-			frames = append(frames, f)
-			off += n
+		var err error
+		frames, release, failHdr, err = e.decodeBurst(c, buf[:end], count)
+		if err != nil {
+			failErr = err
 		}
 	}
-	if len(frames) > 0 {
-		// Bound the requests a client may have unanswered: one that writes
-		// without reading would otherwise queue unbounded work in the broker.
-		waiting := int64(0)
-		for _, f := range frames {
-			if !f.IsOneway() {
-				waiting++
-			}
-		}
-		if n := c.inflight.Add(waiting); n > int64(s.opt.MaxInflightRequests) {
-			s.stats.closedSlow.Add(1)
-			_, _ = gc.Discard(-1)
-			c.leftover = 0
-			c.closeOnce(nil, fmt.Sprintf("more than %d requests unanswered: the client does not read its answers", s.opt.MaxInflightRequests))
-			return gnet.Close
-		}
-		s.stats.bursts.Add(1)
-		s.stats.framesIn.Add(uint64(len(frames)))
-		c.sends = sendsOnly(frames)
-		s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames, Release: release})
+	if len(frames) > 0 && !e.deliver(gc, c, frames, release) {
+		return gnet.Close
 	}
 	if failErr != nil {
 		_, _ = gc.Discard(-1)
@@ -494,6 +425,93 @@ func (e *engineHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	c.leftover = buffered - end
 	return gnet.None
+}
+
+// scan finds the end of the last complete frame in buf, how many frames
+// end there, and the first framing error; it notes in c.need how many
+// bytes a frame still arriving needs.
+func (e *engineHandler) scan(c *conn, buf []byte) (end, count int, err error) {
+	c.need = 0
+	for {
+		n, err := e.s.fr.split(buf[end:], e.s.opt.Limits)
+		if err != nil {
+			return end, count, err
+		}
+		if n == 0 {
+			if rest := buf[end:]; len(rest) >= 4 {
+				c.need = 4 + int(binary.BigEndian.Uint32(rest))
+			}
+			return end, count, nil
+		}
+		end += n
+		count++
+	}
+}
+
+// decodeBurst decodes the count complete frames of buf: the frames before
+// the first one that fails, that one's header when it decoded, and its
+// error. One copy per burst: gnet reuses Peek's memory once OnTraffic
+// returns, and the frames alias their bytes (see copyBurst); release gives
+// a pooled copy back (see actors.Inbound.Release).
+func (e *engineHandler) decodeBurst(c *conn, buf []byte, count int) (frames []*protocol.Frame, release func(), failHdr *protocol.Frame, err error) {
+	s, lim := e.s, e.s.opt.Limits
+	_, wharf := s.fr.(wharfFramer)
+	var bufs *burstBufs
+	if wharf && c.sends {
+		bufs = &c.bursts
+	}
+	data, release := copyBurst(buf, bufs)
+	frames = make([]*protocol.Frame, 0, count)
+	var arena []protocol.Frame // Wharf's frames: one allocation for the burst
+	if wharf {
+		arena = make([]protocol.Frame, count)
+	}
+	for off := 0; off < len(data); {
+		n, _ := s.fr.split(data[off:], lim) // already validated by scan
+		var f *protocol.Frame
+		if wharf {
+			f = &arena[len(frames)]
+			err = protocol.DecodeFrameInto(f, data[off:off+n], lim)
+		} else {
+			f, err = s.fr.decode(data[off:off+n], lim)
+		}
+		if err == nil && f.IsResponse() {
+			failHdr = f
+			err = fmt.Errorf("%w: a response frame (code %d, opaque %d) sent to a server", protocol.ErrFrameIllegal, f.Code, f.Opaque)
+		}
+		if err != nil {
+			return frames, release, failHdr, err
+		}
+		frames = append(frames, f)
+		off += n
+	}
+	return frames, release, nil, nil
+}
+
+// deliver hands a burst's frames to the handler, unless the client has too
+// many requests unanswered: one that writes without reading would
+// otherwise queue unbounded work in the broker. False: the connection is
+// closed.
+func (e *engineHandler) deliver(gc gnet.Conn, c *conn, frames []*protocol.Frame, release func()) bool {
+	s := e.s
+	waiting := int64(0)
+	for _, f := range frames {
+		if !f.IsOneway() {
+			waiting++
+		}
+	}
+	if n := c.inflight.Add(waiting); n > int64(s.opt.MaxInflightRequests) {
+		s.stats.closedSlow.Add(1)
+		_, _ = gc.Discard(-1)
+		c.leftover = 0
+		c.closeOnce(nil, fmt.Sprintf("more than %d requests unanswered: the client does not read its answers", s.opt.MaxInflightRequests))
+		return false
+	}
+	s.stats.bursts.Add(1)
+	s.stats.framesIn.Add(uint64(len(frames)))
+	c.sends = sendsOnly(frames)
+	s.h.Deliver(&actors.Inbound{Conn: c, Frames: frames, Release: release})
+	return true
 }
 
 // OnTick closes idle connections: no traffic either way for IdleTimeout,
