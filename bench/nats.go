@@ -44,6 +44,14 @@ func serveNATS(args []string) error {
 	}
 	if args[2] == "always" {
 		opts.SyncAlways = true // sync_interval: always: fsync every write before the ack
+	} else if v := os.Getenv("BENCH_NATS_SYNC_INTERVAL"); v != "" {
+		// The default mode with another sync_interval (its default is 2
+		// minutes): to compare with Wharf's ASYNC_FLUSH every 500 ms.
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("BENCH_NATS_SYNC_INTERVAL: %w", err)
+		}
+		opts.SyncInterval = d
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
