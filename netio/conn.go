@@ -210,51 +210,7 @@ func (c *conn) write(frame []byte) {
 	c.flushQueued = true
 	c.viaLoop = true
 	c.outMu.Unlock()
-	err := c.gc.AsyncWritev(nil, func(gc gnet.Conn, err error) error {
-		c.outMu.Lock()
-		bufs := c.out
-		c.out = c.spare[:0]
-		c.flushQueued = false
-		c.outMu.Unlock()
-		var n int64
-		for _, b := range bufs {
-			n += int64(len(b))
-		}
-		c.pending.Add(-n)
-		c.sent = append(c.sent[:0], bufs...)
-		// writev takes at most IOV_MAX (1024) buffers: more fail with EINVAL.
-		for rest := bufs; err == nil && len(rest) > 0; { // even if closing: a reject's answer comes after these
-			k := min(len(rest), maxIOV)
-			_, err = gc.Writev(rest[:k])
-			rest = rest[k:]
-		}
-		for _, b := range c.sent {
-			putFrame(b) // written or copied by gnet, or dropped: ours again
-		}
-		clear(c.sent)
-		clear(bufs)
-		c.spare = bufs[:0]
-		if err != nil { // closed meanwhile
-			c.s.stats.droppedWrites.Add(uint64(len(bufs)))
-			return nil
-		}
-		c.s.stats.bytesOut.Add(uint64(n))
-		c.touch()
-		// Direct writes resume once a flush leaves gnet holding nothing of
-		// ours. (When gnet drains a backlog on its own, on a writable
-		// event, no callback runs: the next answer goes through the loop
-		// and its flush clears viaLoop.)
-		buffered := gc.OutboundBuffered()
-		c.outMu.Lock()
-		if buffered == 0 && !c.flushQueued {
-			c.viaLoop = false
-		}
-		c.outMu.Unlock()
-		if int64(buffered)+c.pending.Load() > limit {
-			c.shed()
-		}
-		return nil
-	})
+	err := c.gc.AsyncWritev(nil, func(gc gnet.Conn, err error) error { return c.flushOut(gc, err, limit) })
 	if err != nil { // the engine is shutting down
 		c.outMu.Lock()
 		c.pending.Add(-int64(len(frame)))
@@ -263,6 +219,55 @@ func (c *conn) write(frame []byte) {
 		c.outMu.Unlock()
 		c.s.stats.droppedWrites.Add(1)
 	}
+}
+
+// flushOut runs on the loop for a queued flush: it writes every frame
+// queued since (in writevs of at most IOV_MAX buffers), gives the frames
+// back, and closes a connection whose peer lets more than limit pile up.
+func (c *conn) flushOut(gc gnet.Conn, err error, limit int64) error {
+	c.outMu.Lock()
+	bufs := c.out
+	c.out = c.spare[:0]
+	c.flushQueued = false
+	c.outMu.Unlock()
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	c.pending.Add(-n)
+	c.sent = append(c.sent[:0], bufs...)
+	// writev takes at most IOV_MAX (1024) buffers: more fail with EINVAL.
+	for rest := bufs; err == nil && len(rest) > 0; { // even if closing: a reject's answer comes after these
+		k := min(len(rest), maxIOV)
+		_, err = gc.Writev(rest[:k])
+		rest = rest[k:]
+	}
+	for _, b := range c.sent {
+		putFrame(b) // written or copied by gnet, or dropped: ours again
+	}
+	clear(c.sent)
+	clear(bufs)
+	c.spare = bufs[:0]
+	if err != nil { // closed meanwhile
+		c.s.stats.droppedWrites.Add(uint64(len(bufs)))
+		return nil
+	}
+	c.s.stats.bytesOut.Add(uint64(n))
+	c.touch()
+	// Direct writes resume once a flush leaves gnet holding nothing of
+	// ours. (When gnet drains a backlog on its own, on a writable
+	// event, no callback runs: the next answer goes through the loop
+	// and its flush clears viaLoop.)
+	buffered := gc.OutboundBuffered()
+	c.outMu.Lock()
+	if buffered == 0 && !c.flushQueued {
+		c.viaLoop = false
+	}
+	c.outMu.Unlock()
+	if int64(buffered)+c.pending.Load() > limit {
+		c.shed()
+	}
+	return nil
 }
 
 // writeDirect writes frame to the socket from the calling goroutine, with

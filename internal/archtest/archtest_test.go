@@ -154,7 +154,6 @@ var funcDebt = map[string]string{
 	"storage:DecodeRecord":             "one linear walk of the record layout, field by field",
 	// protocol, netio and client.
 	"protocol:walk":                    "one iterative msgpack validator with an explicit stack, a case per type byte",
-	"netio:(*conn).write":              "inflight accounting, direct write, writev batching and the outbound limit inline",
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 	"cmd/wharf:runConsume":                   "flags, consumer setup, progress and output of `wharf consume`",
