@@ -107,6 +107,7 @@ func newBenchCmd(run func(*cobra.Command, benchrun.Options) error) *cobra.Comman
 	f.StringVar(&o.StoreDir, "store-dir", d.StoreDir, "directory under which the temporary stores (and the disk probe's file) go (default: the system temp dir)")
 	f.StringVar(&o.BrokerBin, "wharf-bin", d.BrokerBin, "wharf binary to start brokers with (default: this one)")
 	f.StringVar(&o.ProfileDir, "profile", d.ProfileDir, "write the broker's CPU profile of each measured window and its allocation profiles to this directory")
+	f.BoolVar(&o.Trace, "trace", d.Trace, "with --profile: also write execution traces (go tool trace) of the broker and of the clients over the measured window")
 	f.DurationVar(&o.Settle, "settle", d.Settle, "before measuring, wait up to this long for the broker to idle and the system's dirty pages to be written back")
 	f.IntVar(&o.Fsyncs, "fsyncs", d.Fsyncs, "disk-probe: write+fdatasync rounds")
 	f.StringSliceVar(&o.BrokerArgs, "broker-arg", d.BrokerArgs, "extra flag for the started brokers (repeatable, e.g. --broker-arg=--flushIntervalCommitLog=200)")

@@ -43,6 +43,7 @@ type Options struct {
 	StoreDir       string        // --store-dir: where the temporary stores and the disk probe's file go ("": the temp dir)
 	BrokerBin      string        // --wharf-bin: the binary started as broker ("": this process's own)
 	ProfileDir     string        // --profile: where the broker's and the clients' profiles go ("": none)
+	Trace          bool          // --trace: also an execution trace (runtime/trace) of the broker and of the clients, into ProfileDir
 	Settle         time.Duration // --settle: longest wait for the broker and the page cache to idle
 	Fsyncs         int           // --fsyncs: disk-probe's write+fdatasync rounds
 	BrokerArgs     []string      // --broker-arg: extra flags for the started brokers

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,7 +193,18 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 		}
 	})
 	stopClient := startClientProfile(filepath.Join(o.ProfileDir, name("client-cpu")))
+	stopTrace := func() {}
+	if o.Trace {
+		traceName := func(who string) string { return fmt.Sprintf("%s-%d-%s.trace", base, size, who) }
+		wg.Go(func() {
+			if err := b.profile(o.ProfileDir, traceName("broker"), "trace", cpuSecs); err != nil {
+				fmt.Fprintf(stderr, "bench: broker trace: %v\n", err)
+			}
+		})
+		stopTrace = startClientTrace(filepath.Join(o.ProfileDir, traceName("client")), stderr)
+	}
 	return func() {
+		stopTrace()
 		stopClient()
 		wg.Wait()
 		_ = b.profile(o.ProfileDir, name("allocs-after"), "allocs", 0)
@@ -213,6 +225,23 @@ func startClientProfile(path string) (stop func()) {
 		return func() {}
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// startClientTrace starts an execution trace of this process (the bench's
+// clients) into path and returns what stops it: where a slow send waited
+// (runnable but not running, in a syscall, behind a lock) is in the trace.
+func startClientTrace(path string, stderr io.Writer) (stop func()) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: client trace: %v\n", err)
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintf(stderr, "bench: client trace: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() { trace.Stop(); f.Close() }
 }
 
 // runSyncMaster compares SYNC_MASTER with ASYNC_MASTER (each with one
