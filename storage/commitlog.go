@@ -332,99 +332,144 @@ func (c *CommitLog) AppendBatch(msgs []*Message, storeTimestamp int64, out []App
 	if err := c.Err(); err != nil {
 		return out, fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
-	segs := c.segments()
-	var cur *segment
-	if len(segs) > 0 {
-		cur = segs[len(segs)-1]
-	}
-	off := c.maxOffset.Load()
-	// The records are encoded into c.wbuf and written into the segment's
-	// file with one WriteAt per run (pwrite into the page cache), not
-	// stored through the mapping: a store to a mapped page the kernel has
-	// cleaned (written back) or not yet faulted in takes a page fault, and
-	// on ext4 that starts a journal handle, which waits while the journal
-	// commits. Appends then stalled for milliseconds at every checkpoint and
-	// flush. Readers still read through the mapping: it is the same page
-	// cache. A run whose write fails is not stored: its results are cut
-	// and its queue offsets restored, and the log refuses later appends.
-	runAt := off         // log offset of c.wbuf[0]
-	runStart := len(out) // first result of the run
-	c.wbuf = c.wbuf[:0]  // the run's bytes
-	undo := c.undo[:0]   // queue offsets before the run's records
-	defer func() { c.undo = undo[:0] }()
-	// next extends the run by n zeroed bytes: the buffer is reused, and
-	// what an encoder leaves unwritten (a blank filler's body) must be
-	// zeros, as in a fresh segment, or a slave's copy would differ.
-	next := func(n int) []byte {
-		at := len(c.wbuf)
-		c.wbuf = slices.Grow(c.wbuf, n)[:at+n]
-		b := c.wbuf[at:]
-		clear(b)
-		return b
-	}
-	writeRun := func() error {
-		if len(c.wbuf) > 0 {
-			if _, err := cur.f.WriteAt(c.wbuf, runAt-cur.start); err != nil {
-				out = out[:runStart] // not stored
-				for i := len(undo) - 1; i >= 0; i-- {
-					c.queueOffsets[undo[i].k] = undo[i].next
-				}
-				return fmt.Errorf("storage: write commitlog %s at %d: %w", segmentName(cur.start), runAt-cur.start, err)
-			}
-		}
-		undo = undo[:0]
-		runAt += int64(len(c.wbuf))
-		runStart = len(out)
-		c.wbuf = c.wbuf[:0]
-		return nil
-	}
+	r := c.startRun(out)
+	defer r.done()
+	off := r.at
 	for _, m := range msgs {
-		size, err := RecordSize(m, c.storeHost)
-		if err == nil && size > c.maxMsg {
-			err = fmt.Errorf("%w: record of %d bytes exceeds maxMessageSize %d", ErrIllegal, size, c.maxMsg)
-		}
+		size, err := c.recordSize(m)
 		if err != nil {
-			out = append(out, AppendResult{Err: err})
+			r.out = append(r.out, AppendResult{Err: err})
 			continue
 		}
-		if cur == nil || off+int64(size)+BlankRecordSize > cur.end() {
-			if cur != nil && off < cur.end() { // after recovery the log may end exactly at a segment end
-				n := int(cur.end() - off)
-				EncodeBlank(next(n), n)
-				off = cur.end()
+		if r.cur == nil || off+int64(size)+BlankRecordSize > r.cur.end() {
+			if off, err = r.roll(off); err != nil {
+				return r.out, c.fail(err)
 			}
-			if cur != nil {
-				if err := writeRun(); err != nil {
-					return out, c.fail(err)
-				}
-				c.maxOffset.Store(off)
-			}
-			if cur, err = c.roll(); err != nil {
-				return out, c.fail(err)
-			}
-			runAt = off
 		}
-		k := QueueKey{m.Topic, m.QueueID}
-		qo := c.queueOffsets[k]
-		undo = append(undo, queueNext{k, qo})
-		if c.faults.SkipQueueOffset && qo%5 == 3 {
-			qo++
-		}
-		c.queueOffsets[k] = qo + 1
-		EncodeRecord(next(size), m, qo, off, storeTimestamp, c.storeHost)
-		out = append(out, AppendResult{PhyOffset: off, Size: int32(size), QueueOffset: qo, StoreTimestamp: storeTimestamp})
+		r.encode(m, size, off, storeTimestamp)
 		off += int64(size)
 	}
-	if cur != nil {
-		if err := writeRun(); err != nil {
-			return out, c.fail(err)
+	if r.cur != nil {
+		if err := r.write(); err != nil {
+			return r.out, c.fail(err)
 		}
 	}
 	c.maxOffset.Store(off)
 	if cap(c.wbuf) > 8<<20 {
 		c.wbuf = nil // do not keep a huge batch's buffer
 	}
-	return out, nil
+	return r.out, nil
+}
+
+// recordSize is the encoded size of m, or why m cannot be stored.
+func (c *CommitLog) recordSize(m *Message) (int, error) {
+	size, err := RecordSize(m, c.storeHost)
+	if err == nil && size > c.maxMsg {
+		err = fmt.Errorf("%w: record of %d bytes exceeds maxMessageSize %d", ErrIllegal, size, c.maxMsg)
+	}
+	return size, err
+}
+
+// appendRun is AppendBatch's state: the records encoded since the last
+// write and how to take them back if that write fails.
+//
+// The records are encoded into c.wbuf and written into the segment's file
+// with one WriteAt per run (pwrite into the page cache), not stored through
+// the mapping: a store to a mapped page the kernel has cleaned (written
+// back) or not yet faulted in takes a page fault, and on ext4 that starts a
+// journal handle, which waits while the journal commits. Appends then
+// stalled for milliseconds at every checkpoint and flush. Readers still
+// read through the mapping: it is the same page cache. A run whose write
+// fails is not stored: its results are cut and its queue offsets restored,
+// and the log refuses later appends.
+type appendRun struct {
+	c     *CommitLog
+	cur   *segment       // the segment the run is written into (nil: none yet)
+	at    int64          // log offset of c.wbuf[0]
+	start int            // first result of the run in out
+	out   []AppendResult // the batch's results
+	undo  []queueNext    // queue offsets before the run's records
+}
+
+func (c *CommitLog) startRun(out []AppendResult) *appendRun {
+	r := &appendRun{c: c, at: c.maxOffset.Load(), out: out, undo: c.undo[:0]}
+	if segs := c.segments(); len(segs) > 0 {
+		r.cur = segs[len(segs)-1]
+	}
+	c.wbuf = c.wbuf[:0]
+	return r
+}
+
+// done keeps the undo log's memory for the next batch.
+func (r *appendRun) done() { r.c.undo = r.undo[:0] }
+
+// next extends the run by n zeroed bytes: the buffer is reused, and what an
+// encoder leaves unwritten (a blank filler's body) must be zeros, as in a
+// fresh segment, or a slave's copy would differ.
+func (r *appendRun) next(n int) []byte {
+	c := r.c
+	at := len(c.wbuf)
+	c.wbuf = slices.Grow(c.wbuf, n)[:at+n]
+	b := c.wbuf[at:]
+	clear(b)
+	return b
+}
+
+// write writes the run into its segment and starts the next run after it.
+func (r *appendRun) write() error {
+	c := r.c
+	if len(c.wbuf) > 0 {
+		if _, err := r.cur.f.WriteAt(c.wbuf, r.at-r.cur.start); err != nil {
+			r.out = r.out[:r.start] // not stored
+			for i := len(r.undo) - 1; i >= 0; i-- {
+				c.queueOffsets[r.undo[i].k] = r.undo[i].next
+			}
+			return fmt.Errorf("storage: write commitlog %s at %d: %w", segmentName(r.cur.start), r.at-r.cur.start, err)
+		}
+	}
+	r.undo = r.undo[:0]
+	r.at += int64(len(c.wbuf))
+	r.start = len(r.out)
+	c.wbuf = c.wbuf[:0]
+	return nil
+}
+
+// roll ends the current segment at off (a blank filler up to its end, the
+// run written, the log's end published there) and starts a new one; it
+// returns where the next record goes.
+func (r *appendRun) roll(off int64) (int64, error) {
+	c := r.c
+	if r.cur != nil {
+		if off < r.cur.end() { // after recovery the log may end exactly at a segment end
+			n := int(r.cur.end() - off)
+			EncodeBlank(r.next(n), n)
+			off = r.cur.end()
+		}
+		if err := r.write(); err != nil {
+			return off, err
+		}
+		c.maxOffset.Store(off)
+	}
+	cur, err := c.roll()
+	if err != nil {
+		return off, err
+	}
+	r.cur, r.at = cur, off
+	return off, nil
+}
+
+// encode adds m's record at off to the run with its queue offset.
+func (r *appendRun) encode(m *Message, size int, off, storeTimestamp int64) {
+	c := r.c
+	k := QueueKey{m.Topic, m.QueueID}
+	qo := c.queueOffsets[k]
+	r.undo = append(r.undo, queueNext{k, qo})
+	if c.faults.SkipQueueOffset && qo%5 == 3 {
+		qo++
+	}
+	c.queueOffsets[k] = qo + 1
+	EncodeRecord(r.next(size), m, qo, off, storeTimestamp, c.storeHost)
+	r.out = append(r.out, AppendResult{PhyOffset: off, Size: int32(size), QueueOffset: qo, StoreTimestamp: storeTimestamp})
 }
 
 // queueNext is a queue's next offset (AppendBatch's undo log).
