@@ -157,7 +157,6 @@ var funcDebt = map[string]string{
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 	"cmd/wharf:runConsume": "flags, consumer setup, progress and output of `wharf consume`",
 	"cmd/wharf:runProduce": "flags, producer setup, progress and output of `wharf produce`",
-	"cmd/wharf:runSim":     "campaign loop, progress and report of `wharf sim`",
 }
 
 // ---- the checks on a tree that breaks every rule ----
