@@ -156,7 +156,6 @@ var funcDebt = map[string]string{
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 	"cmd/wharf:runConsume": "flags, consumer setup, progress and output of `wharf consume`",
-	"cmd/wharf:runProduce": "flags, producer setup, progress and output of `wharf produce`",
 }
 
 // ---- the checks on a tree that breaks every rule ----
