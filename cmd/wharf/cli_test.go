@@ -456,3 +456,47 @@ func TestProduceKeysOutUnwritable(t *testing.T) {
 		t.Fatalf("stored %d", b.Total("T"))
 	}
 }
+
+// TestConsumeInterrupted: on SIGINT consume stops, reports what arrived and
+// exits with cliErrInterrupted.
+func TestConsumeInterrupted(t *testing.T) {
+	b := brokertest.Start(t)
+	b.CreateTopic("T", 2)
+	if _, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "20"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// Consuming: the pulls have reached the broker, and the signal
+		// handler is installed by then.
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return b.Count(protocol.CodePullMessage) >= 4 })
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}()
+	out, _, err := runCLI(t, "consume", "--broker", b.Addr(), "--topic", "T", "--group", "G", "--suspend", "1s")
+	if !errors.Is(err, cliErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	// How many arrived before the signal depends on the pulls' timing.
+	for _, want := range []string{"topic       T\n", "group       G\n", "received    ", "stopped     interrupted\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestConsumeHumanReport pins the text summary of consume.
+func TestConsumeHumanReport(t *testing.T) {
+	var out bytes.Buffer
+	printConsumeReport(&out, &consumeFlags{topic: "T", group: "G"}, consumeReport{Received: 5, Duplicates: 1,
+		MsgsPerS: 50, MBPerS: 0.001, ElapsedS: 0.25, Stopped: "idle"})
+	want := `topic       T
+group       G
+received    5
+duplicates  1
+elapsed     0.250 s
+throughput  50.0 msg/s  0.001 MB/s
+stopped     idle
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
