@@ -155,7 +155,6 @@ var funcDebt = map[string]string{
 	"protocol:walk":                    "one iterative msgpack validator with an explicit stack, a case per type byte",
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
-	"cmd/wharf:runConsume": "flags, consumer setup, progress and output of `wharf consume`",
 }
 
 // ---- the checks on a tree that breaks every rule ----
