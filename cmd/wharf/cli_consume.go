@@ -239,156 +239,26 @@ func runConsume(cmd *cobra.Command, o *consumeFlags) error {
 	sigCtx, stopSig := cliSignalContext(cmd.Context())
 	defer stopSig()
 
-	// The broker counts as gone when pulls keep failing to reach it for
-	// --broker-wait.
-	gone := make(chan error, 1)
-	var unavailMu sync.Mutex
-	var unavailSince, unavailLast time.Time
-	onPullErr := func(_ string, _ int32, err error) {
-		// On --namesrv a group's master may be gone while its slave
-		// serves its queues: one unreachable broker does not stop it.
-		if o.onCluster() || !errors.Is(err, client.ErrBrokerUnavailable) {
-			return
-		}
-		unavailMu.Lock()
-		defer unavailMu.Unlock()
-		now := time.Now()
-		if unavailSince.IsZero() || now.Sub(unavailLast) > 2*o.brokerWait+5*time.Second {
-			unavailSince = now
-		}
-		unavailLast = now
-		if now.Sub(unavailSince) >= o.brokerWait {
-			select {
-			case gone <- err:
-			default:
-			}
-		}
-	}
-
+	watch := newBrokerWatch(o)
 	var out *bufio.Writer
 	if o.print {
 		out = bufio.NewWriterSize(stdout, 64<<10)
 	}
 	stats := newConsumeStats(o.count, out)
-
-	addr, opts := o.target(stderr)
-	opts = append(opts,
-		client.WithConsumeFrom(from),
-		client.WithPullBatchSize(o.pullBatch),
-		client.WithPullSuspend(o.suspend),
-		client.WithPullErrorHandler(onPullErr),
-		client.WithRetryLaterDelay(200*time.Millisecond),
-	)
-	if len(o.slaves) > 0 {
-		opts = append(opts, client.WithSlaveAddrs(o.slaves...))
-	}
-	opts = append(opts, client.WithConsumeConcurrency(o.concurrency), client.WithConsumeOrderly(o.orderly),
-		client.WithReleaseTimeout(time.Second))
-	if o.broadcast {
-		opts = append(opts, client.WithMessageModel(client.Broadcasting))
-	}
-	if o.clientID != "" {
-		opts = append(opts, client.WithClientID(o.clientID))
-	}
-	c, err := client.NewPushConsumer(addr, o.group, opts...)
+	c, err := startConsumer(sigCtx, o, from, stats, watch, stderr)
 	if err != nil {
-		return err
-	}
-	if err := c.Subscribe(o.topic, o.tagExpr, stats.handle); err != nil {
-		c.Close()
-		return err
-	}
-	if err := c.Start(sigCtx); err != nil {
-		c.Close()
-		if sigCtx.Err() != nil {
-			return cliErrInterrupted
-		}
 		return err
 	}
 	start := time.Now()
 	progress := startCLIProgress(stderr, func() string {
 		return fmt.Sprintf("consume %s as %s: received %d", o.topic, o.group, stats.receivedA.Load())
 	})
-
-	var idleC <-chan time.Time
-	if o.idleExit > 0 {
-		t := time.NewTicker(min(o.idleExit/4+time.Millisecond, 100*time.Millisecond))
-		defer t.Stop()
-		idleC = t.C
-	}
-	flushT := time.NewTicker(200 * time.Millisecond) // --print lines show up promptly
-	defer flushT.Stop()
-	var stopped string
-	var runErr error
-	var assignedAt time.Time
-wait:
-	for {
-		select {
-		case <-flushT.C:
-			if out != nil {
-				stats.mu.Lock()
-				out.Flush()
-				stats.mu.Unlock()
-			}
-		case <-stats.reached:
-			stopped = "count"
-			break wait
-		case <-idleC:
-			// Idle time counts from the first assignment: the broker may
-			// take a few heartbeats to hand this member its queues (after
-			// its own start, or while another member releases them). A
-			// member that gets none within idleExit + 10 s stops anyway.
-			if assignedAt.IsZero() && len(c.Assignment()) > 0 {
-				assignedAt = time.Now()
-			}
-			last := start
-			if !assignedAt.IsZero() {
-				last = assignedAt
-			} else if time.Since(start) < o.idleExit+10*time.Second {
-				continue
-			}
-			if n := stats.lastNanos.Load(); n != 0 {
-				last = time.Unix(0, n)
-			}
-			if time.Since(last) >= o.idleExit {
-				stopped = "idle"
-				break wait
-			}
-		case err := <-gone:
-			stopped = "broker_unavailable"
-			runErr = fmt.Errorf("stopped: %w", err)
-			break wait
-		case <-sigCtx.Done():
-			stopped = "interrupted"
-			runErr = cliErrInterrupted
-			break wait
-		}
-	}
+	stopped, runErr := waitConsume(sigCtx, o, c, stats, watch.gone, start)
 	elapsed := time.Since(start)
 	closeErr := c.Close() // stops the handlers, commits offsets
 	progress.Stop()
 
-	stats.mu.Lock()
-	rep := consumeReport{
-		Received:   stats.received,
-		Duplicates: stats.duplicates,
-		ElapsedS:   cliRound(elapsed.Seconds()),
-		Stopped:    stopped,
-	}
-	if stats.received > 0 {
-		active := stats.last.Sub(start).Seconds()
-		if active <= 0 {
-			active = elapsed.Seconds()
-		}
-		rep.MsgsPerS = cliRound(float64(stats.received) / active)
-		rep.MBPerS = cliRound(float64(stats.bytes) / 1e6 / active)
-	}
-	var printErr error
-	if out != nil {
-		printErr = out.Flush()
-	}
-	stats.mu.Unlock()
-
+	rep, printErr := stats.report(start, elapsed, stopped)
 	if o.json {
 		if err := cliWriteJSON(stdout, rep); err != nil {
 			return err
@@ -408,6 +278,177 @@ wait:
 		return printErr
 	}
 	return nil
+}
+
+// brokerWatch counts the broker as gone when pulls keep failing to reach
+// it for --broker-wait. Safe for concurrent use.
+type brokerWatch struct {
+	onCluster bool
+	wait      time.Duration
+	gone      chan error // gets the error once the broker counts as gone
+
+	mu          sync.Mutex
+	since, last time.Time // of the current run of unreachable pulls
+}
+
+func newBrokerWatch(o *consumeFlags) *brokerWatch {
+	return &brokerWatch{onCluster: o.onCluster(), wait: o.brokerWait, gone: make(chan error, 1)}
+}
+
+// onPullErr is the consumer's pull error handler.
+func (w *brokerWatch) onPullErr(_ string, _ int32, err error) { w.note(time.Now(), err) }
+
+// note records a pull that failed at now. Failures further apart than
+// 2*wait + 5 s start a new run: the broker answered in between.
+func (w *brokerWatch) note(now time.Time, err error) {
+	// On --namesrv a group's master may be gone while its slave serves its
+	// queues: one unreachable broker does not stop it.
+	if w.onCluster || !errors.Is(err, client.ErrBrokerUnavailable) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() || now.Sub(w.last) > 2*w.wait+5*time.Second {
+		w.since = now
+	}
+	w.last = now
+	if now.Sub(w.since) >= w.wait {
+		select {
+		case w.gone <- err:
+		default:
+		}
+	}
+}
+
+// startConsumer creates the push consumer, subscribes stats' handler and
+// starts it (joining the group).
+func startConsumer(ctx context.Context, o *consumeFlags, from client.ConsumeFrom, stats *consumeStats, watch *brokerWatch, stderr io.Writer) (*client.PushConsumer, error) {
+	addr, opts := o.target(stderr)
+	opts = append(opts,
+		client.WithConsumeFrom(from),
+		client.WithPullBatchSize(o.pullBatch),
+		client.WithPullSuspend(o.suspend),
+		client.WithPullErrorHandler(watch.onPullErr),
+		client.WithRetryLaterDelay(200*time.Millisecond),
+	)
+	if len(o.slaves) > 0 {
+		opts = append(opts, client.WithSlaveAddrs(o.slaves...))
+	}
+	opts = append(opts, client.WithConsumeConcurrency(o.concurrency), client.WithConsumeOrderly(o.orderly),
+		client.WithReleaseTimeout(time.Second))
+	if o.broadcast {
+		opts = append(opts, client.WithMessageModel(client.Broadcasting))
+	}
+	if o.clientID != "" {
+		opts = append(opts, client.WithClientID(o.clientID))
+	}
+	c, err := client.NewPushConsumer(addr, o.group, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Subscribe(o.topic, o.tagExpr, stats.handle); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, cliErrInterrupted
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitConsume flushes --print lines while the consumer runs and returns
+// why it stopped ("count", "idle", "broker_unavailable", "interrupted")
+// with the error a stop other than count or idle exits with.
+func waitConsume(ctx context.Context, o *consumeFlags, c *client.PushConsumer, stats *consumeStats, gone <-chan error, start time.Time) (string, error) {
+	var idleC <-chan time.Time
+	if o.idleExit > 0 {
+		t := time.NewTicker(min(o.idleExit/4+time.Millisecond, 100*time.Millisecond))
+		defer t.Stop()
+		idleC = t.C
+	}
+	flushT := time.NewTicker(200 * time.Millisecond) // --print lines show up promptly
+	defer flushT.Stop()
+	idle := consumeIdle{idleExit: o.idleExit, start: start}
+	assigned := func() bool { return len(c.Assignment()) > 0 }
+	for {
+		select {
+		case <-flushT.C:
+			if stats.out != nil {
+				stats.mu.Lock()
+				stats.out.Flush()
+				stats.mu.Unlock()
+			}
+		case <-stats.reached:
+			return "count", nil
+		case <-idleC:
+			if idle.idle(time.Now(), assigned, stats.lastNanos.Load()) {
+				return "idle", nil
+			}
+		case err := <-gone:
+			return "broker_unavailable", fmt.Errorf("stopped: %w", err)
+		case <-ctx.Done():
+			return "interrupted", cliErrInterrupted
+		}
+	}
+}
+
+// consumeIdle decides --idle-exit. Idle time counts from the first
+// assignment: the broker may take a few heartbeats to hand this member its
+// queues (after its own start, or while another member releases them). A
+// member that gets none within idleExit + 10 s stops anyway.
+type consumeIdle struct {
+	idleExit   time.Duration
+	start      time.Time // of the consumer
+	assignedAt time.Time // zero until the first assignment is seen
+}
+
+// idle reports whether no message came for idleExit by now; assigned says
+// whether the member holds queues (asked until it first does); lastNanos
+// is when the last message came (0: none yet).
+func (d *consumeIdle) idle(now time.Time, assigned func() bool, lastNanos int64) bool {
+	if d.assignedAt.IsZero() && assigned() {
+		d.assignedAt = now
+	}
+	last := d.start
+	if !d.assignedAt.IsZero() {
+		last = d.assignedAt
+	} else if now.Sub(d.start) < d.idleExit+10*time.Second {
+		return false
+	}
+	if lastNanos != 0 {
+		last = time.Unix(0, lastNanos)
+	}
+	return now.Sub(last) >= d.idleExit
+}
+
+// report is the run's summary; it flushes the --print lines, returning the
+// flush's error. Throughput is over the time until the last message.
+func (s *consumeStats) report(start time.Time, elapsed time.Duration, stopped string) (consumeReport, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep := consumeReport{
+		Received:   s.received,
+		Duplicates: s.duplicates,
+		ElapsedS:   cliRound(elapsed.Seconds()),
+		Stopped:    stopped,
+	}
+	if s.received > 0 {
+		active := s.last.Sub(start).Seconds()
+		if active <= 0 {
+			active = elapsed.Seconds()
+		}
+		rep.MsgsPerS = cliRound(float64(s.received) / active)
+		rep.MBPerS = cliRound(float64(s.bytes) / 1e6 / active)
+	}
+	var printErr error
+	if s.out != nil {
+		printErr = s.out.Flush()
+	}
+	return rep, printErr
 }
 
 func printConsumeReport(w io.Writer, o *consumeFlags, r consumeReport) {

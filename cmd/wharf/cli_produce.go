@@ -284,145 +284,29 @@ func runProduce(cmd *cobra.Command, o *produceFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	sigCtx, stopSig := cliSignalContext(cmd.Context())
 	defer stopSig()
-
-	addr, opts := o.target(stderr)
-	opts = append(opts, client.WithRetries(o.retries), client.WithProducerGroup(o.group))
-	if o.queue >= 0 {
-		opts = append(opts, client.WithQueue(int32(o.queue)))
-	}
-	p, err := client.NewProducer(addr, opts...)
+	r, err := newProduceRun(o, stderr)
 	if err != nil {
 		return err
 	}
-	stats := newProduceStats()
-	var keysFile *os.File
-	if o.keysOut != "" {
-		if keysFile, err = os.Create(o.keysOut); err != nil {
-			p.Close()
-			return err
-		}
-		stats.keys = bufio.NewWriterSize(keysFile, 256<<10)
-	}
-
 	// issueCtx stops issuing sends (signal, broker gone); sendCtx is what
 	// the sends in flight run under: cancelled only after a grace period,
 	// so that the answers already on their way are still counted.
-	issueCtx, stopIssue := context.WithCancel(sigCtx)
-	defer stopIssue()
-	sendCtx, cancelSends := context.WithCancel(context.Background())
-	defer cancelSends()
-	// One broker gone stops a run on --broker; on --namesrv the producer
-	// sends to the other groups, and the failed sends are counted.
-	var brokerGone atomic.Pointer[error]
-	noteErr := func(err error) {
-		if !o.onCluster() && errors.Is(err, client.ErrBrokerUnavailable) && brokerGone.CompareAndSwap(nil, &err) {
-			stopIssue()
-		}
-	}
+	r.issueCtx, r.stopIssue = context.WithCancel(sigCtx)
+	defer r.stopIssue()
+	r.sendCtx, r.cancelSends = context.WithCancel(context.Background())
+	defer r.cancelSends()
 
 	start := time.Now()
-	progress := startCLIProgress(stderr, func() string {
-		secs := time.Since(start).Seconds()
-		return fmt.Sprintf("produce %s: sent %d/%d  acked %d  failed %d  %.0f msg/s",
-			o.topic, stats.sent.Load(), o.count, stats.acked.Load(), stats.failed.Load(), float64(stats.acked.Load())/max(secs, 1e-9))
-	})
-
-	sem := make(chan struct{}, o.inflight)
-	var wg sync.WaitGroup
-issue:
-	for seq := 0; seq < o.count; {
-		select {
-		case sem <- struct{}{}:
-		case <-issueCtx.Done():
-			break issue
-		}
-		if issueCtx.Err() != nil {
-			<-sem
-			break
-		}
-		n := min(o.batch, o.count-seq)
-		stats.sent.Add(int64(n))
-		t0 := time.Now()
-		if o.batch == 1 {
-			m := o.message(seq)
-			p.SendAsync(sendCtx, m, func(res client.SendResult, err error) {
-				stats.record([]produceItem{{produceKey(m), res.MsgID, res.QueueID, res.QueueOffset}}, res.Status, err, time.Since(t0))
-				noteErr(err)
-				<-sem
-			})
-		} else {
-			msgs := make([]*protocol.Message, n)
-			for i := range msgs {
-				msgs[i] = o.message(seq + i)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := p.SendBatch(sendCtx, msgs)
-				items := make([]produceItem, len(msgs))
-				for i, m := range msgs {
-					items[i] = produceItem{key: produceKey(m), queueID: res.QueueID, queueOffset: res.QueueOffset + int64(i)}
-					if i < len(res.MsgIDs) {
-						items[i].msgID = res.MsgIDs[i]
-					}
-				}
-				stats.record(items, res.Status, err, time.Since(t0))
-				noteErr(err)
-				<-sem
-			}()
-		}
-		seq += n
-	}
-
-	// Wait for the sends in flight; after a stop, give them a grace period.
-	drained := make(chan struct{})
-	go func() {
-		select {
-		case <-issueCtx.Done():
-		case <-drained:
-			return
-		}
-		t := time.NewTimer(o.grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancelSends()
-		case <-drained:
-		}
-	}()
-	for range o.inflight {
-		sem <- struct{}{}
-	}
-	wg.Wait()
-	close(drained)
+	progress := startCLIProgress(stderr, r.progressLine(start))
+	r.issue()
+	r.drain()
 	elapsed := time.Since(start)
-	p.Close()
+	r.p.Close()
 	progress.Stop()
+	keysErr := r.closeKeys()
 
-	var keysErr error
-	if keysFile != nil {
-		stats.mu.Lock()
-		keysErr = stats.keysErr
-		stats.mu.Unlock()
-		if err := stats.keys.Flush(); err != nil && keysErr == nil {
-			keysErr = err
-		}
-		if err := keysFile.Close(); err != nil && keysErr == nil {
-			keysErr = err
-		}
-	}
-
-	stopped := "done"
-	var runErr error
-	switch {
-	case brokerGone.Load() != nil:
-		stopped = "broker_unavailable"
-		runErr = fmt.Errorf("stopped: %w", *brokerGone.Load())
-	case sigCtx.Err() != nil:
-		stopped = "interrupted"
-		runErr = cliErrInterrupted
-	}
-	rep := stats.report(elapsed, o.size, stopped)
+	stopped, runErr := r.stopReason(sigCtx)
+	rep := r.stats.report(elapsed, o.size, stopped)
 	if o.json {
 		if err := cliWriteJSON(stdout, rep); err != nil {
 			return err
@@ -430,15 +314,194 @@ issue:
 	} else {
 		printProduceReport(stdout, o, rep)
 	}
+	return r.exitErr(rep, runErr, keysErr)
+}
+
+// produceRun is one run of `wharf produce`: the producer, the outcome of
+// its sends, and what stops and drains them.
+type produceRun struct {
+	o        *produceFlags
+	p        *client.Producer
+	stats    *produceStats
+	keysFile *os.File // nil without --keys-out
+
+	issueCtx    context.Context
+	stopIssue   context.CancelFunc
+	sendCtx     context.Context
+	cancelSends context.CancelFunc
+	brokerGone  atomic.Pointer[error]
+
+	sem chan struct{} // one token per send (or batch) in flight
+	wg  sync.WaitGroup
+}
+
+// newProduceRun connects the producer and opens the keys file.
+func newProduceRun(o *produceFlags, stderr io.Writer) (*produceRun, error) {
+	addr, opts := o.target(stderr)
+	opts = append(opts, client.WithRetries(o.retries), client.WithProducerGroup(o.group))
+	if o.queue >= 0 {
+		opts = append(opts, client.WithQueue(int32(o.queue)))
+	}
+	p, err := client.NewProducer(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	r := &produceRun{o: o, p: p, stats: newProduceStats(), sem: make(chan struct{}, o.inflight)}
+	if o.keysOut != "" {
+		if r.keysFile, err = os.Create(o.keysOut); err != nil {
+			p.Close()
+			return nil, err
+		}
+		r.stats.keys = bufio.NewWriterSize(r.keysFile, 256<<10)
+	}
+	return r, nil
+}
+
+// progressLine is the progress shown on stderr while the run goes.
+func (r *produceRun) progressLine(start time.Time) func() string {
+	return func() string {
+		secs := time.Since(start).Seconds()
+		return fmt.Sprintf("produce %s: sent %d/%d  acked %d  failed %d  %.0f msg/s",
+			r.o.topic, r.stats.sent.Load(), r.o.count, r.stats.acked.Load(), r.stats.failed.Load(), float64(r.stats.acked.Load())/max(secs, 1e-9))
+	}
+}
+
+// noteErr stops issuing once the broker is gone. One broker gone stops a
+// run on --broker; on --namesrv the producer sends to the other groups, and
+// the failed sends are counted.
+func (r *produceRun) noteErr(err error) {
+	if !r.o.onCluster() && errors.Is(err, client.ErrBrokerUnavailable) && r.brokerGone.CompareAndSwap(nil, &err) {
+		r.stopIssue()
+	}
+}
+
+// issue sends the messages, --inflight sends (or batches) at a time, until
+// all are sent or issueCtx is done.
+func (r *produceRun) issue() {
+	o := r.o
+	for seq := 0; seq < o.count; {
+		select {
+		case r.sem <- struct{}{}:
+		case <-r.issueCtx.Done():
+			return
+		}
+		if r.issueCtx.Err() != nil {
+			<-r.sem
+			return
+		}
+		n := min(o.batch, o.count-seq)
+		r.stats.sent.Add(int64(n))
+		if o.batch == 1 {
+			r.sendOne(seq)
+		} else {
+			r.sendBatch(seq, n)
+		}
+		seq += n
+	}
+}
+
+// sendOne sends message seq asynchronously; its answer frees its token.
+func (r *produceRun) sendOne(seq int) {
+	t0 := time.Now()
+	m := r.o.message(seq)
+	r.p.SendAsync(r.sendCtx, m, func(res client.SendResult, err error) {
+		r.stats.record([]produceItem{{produceKey(m), res.MsgID, res.QueueID, res.QueueOffset}}, res.Status, err, time.Since(t0))
+		r.noteErr(err)
+		<-r.sem
+	})
+}
+
+// sendBatch sends messages seq..seq+n-1 as one SEND_BATCH on a goroutine of
+// its own; its answer frees its token.
+func (r *produceRun) sendBatch(seq, n int) {
+	t0 := time.Now()
+	msgs := make([]*protocol.Message, n)
+	for i := range msgs {
+		msgs[i] = r.o.message(seq + i)
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		res, err := r.p.SendBatch(r.sendCtx, msgs)
+		items := make([]produceItem, len(msgs))
+		for i, m := range msgs {
+			items[i] = produceItem{key: produceKey(m), queueID: res.QueueID, queueOffset: res.QueueOffset + int64(i)}
+			if i < len(res.MsgIDs) {
+				items[i].msgID = res.MsgIDs[i]
+			}
+		}
+		r.stats.record(items, res.Status, err, time.Since(t0))
+		r.noteErr(err)
+		<-r.sem
+	}()
+}
+
+// drain waits for the sends in flight; after a stop, it gives them
+// --grace, then cancels them.
+func (r *produceRun) drain() {
+	drained := make(chan struct{})
+	go func() {
+		select {
+		case <-r.issueCtx.Done():
+		case <-drained:
+			return
+		}
+		t := time.NewTimer(r.o.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			r.cancelSends()
+		case <-drained:
+		}
+	}()
+	for range r.o.inflight {
+		r.sem <- struct{}{}
+	}
+	r.wg.Wait()
+	close(drained)
+}
+
+// closeKeys flushes and closes the keys file, returning its first error.
+func (r *produceRun) closeKeys() error {
+	if r.keysFile == nil {
+		return nil
+	}
+	r.stats.mu.Lock()
+	keysErr := r.stats.keysErr
+	r.stats.mu.Unlock()
+	if err := r.stats.keys.Flush(); err != nil && keysErr == nil {
+		keysErr = err
+	}
+	if err := r.keysFile.Close(); err != nil && keysErr == nil {
+		keysErr = err
+	}
+	return keysErr
+}
+
+// stopReason says why the run stopped ("done", "broker_unavailable",
+// "interrupted") and the error a stop other than done exits with.
+func (r *produceRun) stopReason(sigCtx context.Context) (string, error) {
+	switch {
+	case r.brokerGone.Load() != nil:
+		return "broker_unavailable", fmt.Errorf("stopped: %w", *r.brokerGone.Load())
+	case sigCtx.Err() != nil:
+		return "interrupted", cliErrInterrupted
+	}
+	return "done", nil
+}
+
+// exitErr is the run's exit error: the stop, then the keys file, then any
+// message not acknowledged.
+func (r *produceRun) exitErr(rep produceReport, runErr, keysErr error) error {
 	switch {
 	case runErr != nil:
 		return runErr
 	case keysErr != nil:
-		return fmt.Errorf("--keys-out %s: %w", o.keysOut, keysErr)
+		return fmt.Errorf("--keys-out %s: %w", r.o.keysOut, keysErr)
 	case rep.Failed > 0:
-		stats.mu.Lock()
-		first := stats.firstErr
-		stats.mu.Unlock()
+		r.stats.mu.Lock()
+		first := r.stats.firstErr
+		r.stats.mu.Unlock()
 		return fmt.Errorf("%d of %d messages not acknowledged (first error: %v)", rep.Failed, rep.Sent, first)
 	}
 	return nil

@@ -417,3 +417,86 @@ func TestFlagValidation(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// TestProduceHumanReport pins the text summary of produce, with the rows
+// only a stopped or partly failed run prints.
+func TestProduceHumanReport(t *testing.T) {
+	var out bytes.Buffer
+	printProduceReport(&out, &produceFlags{topic: "T"}, produceReport{Sent: 10, Acked: 7, Failed: 3, Unconfirmed: 1,
+		MsgsPerS: 70, MBPerS: 0.009, P50Ms: 0.5, P99Ms: 1.25, P999Ms: 2, ElapsedS: 0.1,
+		Errors: map[string]int64{"timeout": 2, "FLUSH_DISK_TIMEOUT": 1}, Stopped: "interrupted"})
+	want := `topic          T
+sent           10
+acked          7
+failed         3
+  unconfirmed  1  (stored, flush/replication not confirmed)
+elapsed        0.100 s
+throughput     70.0 msg/s          0.009 MB/s
+latency        p50 0.500 ms        p99 1.250 ms  p99.9 2.000 ms
+error          FLUSH_DISK_TIMEOUT  1
+error          timeout             2
+stopped        interrupted
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestProduceKeysOutUnwritable: a keys file that cannot be created fails
+// the run before any send.
+func TestProduceKeysOutUnwritable(t *testing.T) {
+	b := brokertest.Start(t)
+	b.CreateTopic("T", 1)
+	keys := filepath.Join(t.TempDir(), "missing", "keys.txt")
+	_, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--keys-out", keys)
+	if err == nil || !strings.Contains(err.Error(), "missing/keys.txt") {
+		t.Fatalf("err = %v", err)
+	}
+	if b.Total("T") != 0 {
+		t.Fatalf("stored %d", b.Total("T"))
+	}
+}
+
+// TestConsumeInterrupted: on SIGINT consume stops, reports what arrived and
+// exits with cliErrInterrupted.
+func TestConsumeInterrupted(t *testing.T) {
+	b := brokertest.Start(t)
+	b.CreateTopic("T", 2)
+	if _, _, err := runCLI(t, "produce", "--broker", b.Addr(), "--topic", "T", "--count", "20"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// Consuming: the pulls have reached the broker, and the signal
+		// handler is installed by then.
+		testwait.Until(testwait.Wall, 10*time.Second, func() bool { return b.Count(protocol.CodePullMessage) >= 4 })
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}()
+	out, _, err := runCLI(t, "consume", "--broker", b.Addr(), "--topic", "T", "--group", "G", "--suspend", "1s")
+	if !errors.Is(err, cliErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	// How many arrived before the signal depends on the pulls' timing.
+	for _, want := range []string{"topic       T\n", "group       G\n", "received    ", "stopped     interrupted\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestConsumeHumanReport pins the text summary of consume.
+func TestConsumeHumanReport(t *testing.T) {
+	var out bytes.Buffer
+	printConsumeReport(&out, &consumeFlags{topic: "T", group: "G"}, consumeReport{Received: 5, Duplicates: 1,
+		MsgsPerS: 50, MBPerS: 0.001, ElapsedS: 0.25, Stopped: "idle"})
+	want := `topic       T
+group       G
+received    5
+duplicates  1
+elapsed     0.250 s
+throughput  50.0 msg/s  0.001 MB/s
+stopped     idle
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

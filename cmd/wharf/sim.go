@@ -168,10 +168,33 @@ func simGC() {
 	}
 }
 
+// runSim runs the campaign, then prints its summary (a table, or one JSON
+// line) and turns it into the exit status.
 func runSim(cmd *cobra.Command, r simRun) error {
 	simGC()
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	start := time.Now()
+	results := runSimSeeds(r, cmd.ErrOrStderr(), start)
+	sum := summarizeSim(r, results, time.Since(start).Seconds())
+	out := cmd.OutOrStdout()
+	if r.json {
+		b, _ := json.Marshal(sum)
+		fmt.Fprintln(out, string(b))
+	} else {
+		printSimSummary(out, r, sum, results)
+	}
+	if sum.Failures > 0 {
+		return fmt.Errorf("%d of %d seeds broke an invariant", sum.Failures, sum.Seeds)
+	}
+	if r.bug != "" {
+		return fmt.Errorf("bug %s was planted and no seed caught it: the simulator missed it", r.bug)
+	}
+	return nil
+}
+
+// runSimSeeds runs r's seeds on r.workers goroutines and returns their
+// results in seed order. It reports each failure (and, verbose, each pass)
+// on errOut as it comes, and on a terminal the progress since start.
+func runSimSeeds(r simRun, errOut io.Writer, start time.Time) []*sim.Result {
 	results := make([]*sim.Result, r.n)
 	var (
 		mu   sync.Mutex
@@ -189,14 +212,7 @@ func runSim(cmd *cobra.Command, r simRun) error {
 				mu.Lock()
 				results[i] = res
 				done++
-				if res.Failed() {
-					fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n     config %s\n", res.Seed, res.Scenario, res.Violations[0], res.Config)
-					for _, v := range res.Violations[1:min(len(res.Violations), 5)] {
-						fmt.Fprintf(errOut, "     %s\n", v)
-					}
-				} else if r.verbose {
-					fmt.Fprintf(errOut, "ok   seed %d (%s): %d acks, %d fsyncs, %d crashes, trace %s\n", res.Seed, res.Scenario, res.AcksOK, res.Fsyncs, res.Crashes, res.TraceHash)
-				}
+				reportSimSeed(errOut, res, r.verbose)
 				if tty {
 					fmt.Fprintf(errOut, "\r%d/%d seeds, %.0f s", done, r.n, time.Since(start).Seconds())
 				}
@@ -212,8 +228,25 @@ func runSim(cmd *cobra.Command, r simRun) error {
 	if tty {
 		fmt.Fprintln(errOut)
 	}
-	wall := time.Since(start).Seconds()
+	return results
+}
 
+// reportSimSeed prints one seed's failure with its first violations, or
+// with verbose its pass.
+func reportSimSeed(errOut io.Writer, res *sim.Result, verbose bool) {
+	if res.Failed() {
+		fmt.Fprintf(errOut, "\rFAIL seed %d (%s): %s\n     config %s\n", res.Seed, res.Scenario, res.Violations[0], res.Config)
+		for _, v := range res.Violations[1:min(len(res.Violations), 5)] {
+			fmt.Fprintf(errOut, "     %s\n", v)
+		}
+	} else if verbose {
+		fmt.Fprintf(errOut, "ok   seed %d (%s): %d acks, %d fsyncs, %d crashes, trace %s\n", res.Seed, res.Scenario, res.AcksOK, res.Fsyncs, res.Crashes, res.TraceHash)
+	}
+}
+
+// summarizeSim merges the seeds' results: failures, scenarios, and the ack,
+// rebalance and convergence latencies over all seeds.
+func summarizeSim(r simRun, results []*sim.Result, wall float64) simSummary {
 	sum := simSummary{Seeds: r.n, WallSeconds: wall, Bug: r.bug, Scenarios: map[string]int{}, AckLatency: map[string]latencyRow{},
 		FailedSeeds: []int64{}}
 	hists := map[string]*hdrhistogram.Histogram{}
@@ -245,50 +278,44 @@ func runSim(cmd *cobra.Command, r simRun) error {
 	if wall > 0 {
 		sum.SeedsPerMinute = float64(r.n) / wall * 60
 	}
-	modes := make([]string, 0, len(hists))
-	for m := range hists {
-		modes = append(modes, m)
-	}
-	sort.Strings(modes)
-	for _, m := range modes {
-		h := hists[m]
+	for m, h := range hists {
 		sum.AckLatency[m] = latencyRow{Acks: h.TotalCount(), P50: h.ValueAtQuantile(50), P99: h.ValueAtQuantile(99),
 			P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 	}
 	sum.Rebalance, sum.Liveness = histRow(reb), histRow(conv)
-	if r.json {
-		b, _ := json.Marshal(sum)
-		fmt.Fprintln(out, string(b))
-	} else {
-		fmt.Fprintf(out, "%d seeds, %d failed, %.0f virtual s in %.1f wall s (%.0f seeds/min)", sum.Seeds, sum.Failures, sum.SimSeconds, wall, sum.SeedsPerMinute)
-		if r.single {
-			fmt.Fprintf(out, ", trace %s\nscenario %s, config %s", sum.TraceHash, results[0].Scenario, results[0].Config)
-		}
-		fmt.Fprintln(out)
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "ack latency (virtual µs)\tacks\tp50\tp99\tp99.9\tmax\t")
-		for _, m := range modes {
-			l := sum.AckLatency[m]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", m, l.Acks, l.P50, l.P99, l.P999, l.Max)
-		}
-		if l := sum.Rebalance; l != nil {
-			fmt.Fprintf(tw, "rebalance after a member left (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
-		}
-		if l := sum.Liveness; l != nil {
-			fmt.Fprintf(tw, "convergence after healing (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
-		}
-		tw.Flush()
-		if len(sum.FailedSeeds) > 0 {
-			fmt.Fprintf(out, "failed seeds: %v (replay one with: wharf sim --seed N --trace)\n", sum.FailedSeeds)
-		}
+	return sum
+}
+
+// printSimSummary prints sum as the text report: a headline (with the
+// single seed's trace hash, scenario and config), the latency table with
+// one row per flush mode, and the failed seeds.
+func printSimSummary(out io.Writer, r simRun, sum simSummary, results []*sim.Result) {
+	fmt.Fprintf(out, "%d seeds, %d failed, %.0f virtual s in %.1f wall s (%.0f seeds/min)", sum.Seeds, sum.Failures, sum.SimSeconds, sum.WallSeconds, sum.SeedsPerMinute)
+	if r.single {
+		fmt.Fprintf(out, ", trace %s\nscenario %s, config %s", sum.TraceHash, results[0].Scenario, results[0].Config)
 	}
-	if sum.Failures > 0 {
-		return fmt.Errorf("%d of %d seeds broke an invariant", sum.Failures, sum.Seeds)
+	fmt.Fprintln(out)
+	modes := make([]string, 0, len(sum.AckLatency))
+	for m := range sum.AckLatency {
+		modes = append(modes, m)
 	}
-	if r.bug != "" {
-		return fmt.Errorf("bug %s was planted and no seed caught it: the simulator missed it", r.bug)
+	sort.Strings(modes)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ack latency (virtual µs)\tacks\tp50\tp99\tp99.9\tmax\t")
+	for _, m := range modes {
+		l := sum.AckLatency[m]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", m, l.Acks, l.P50, l.P99, l.P999, l.Max)
 	}
-	return nil
+	if l := sum.Rebalance; l != nil {
+		fmt.Fprintf(tw, "rebalance after a member left (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
+	}
+	if l := sum.Liveness; l != nil {
+		fmt.Fprintf(tw, "convergence after healing (virtual ms)\t%d\t%d\t%d\t%d\t%d\t\n", l.Acks, l.P50, l.P99, l.P999, l.Max)
+	}
+	tw.Flush()
+	if len(sum.FailedSeeds) > 0 {
+		fmt.Fprintf(out, "failed seeds: %v (replay one with: wharf sim --seed N --trace)\n", sum.FailedSeeds)
+	}
 }
 
 // histRow summarizes h (nil if empty).

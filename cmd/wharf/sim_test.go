@@ -65,3 +65,26 @@ func TestSimReplay(t *testing.T) {
 		t.Fatalf("--trace output lacks the scenario line or the hash: %v\n%.2000s", err, out)
 	}
 }
+
+// TestSimSummaryText pins the text report: headline, one latency row per
+// flush mode in name order, the optional rows, and the failed seeds.
+func TestSimSummaryText(t *testing.T) {
+	sum := simSummary{Seeds: 3, Failures: 1, FailedSeeds: []int64{2}, SimSeconds: 7, WallSeconds: 1.5, SeedsPerMinute: 120,
+		AckLatency: map[string]latencyRow{
+			"SYNC_FLUSH":   {Acks: 10, P50: 100, P99: 200, P999: 300, Max: 400},
+			"ASYNC_MASTER": {Acks: 2000, P50: 1, P99: 2, P999: 3, Max: 4},
+		},
+		Liveness: &latencyRow{Acks: 3, P50: 100, P99: 600, P999: 600, Max: 600}}
+	var out bytes.Buffer
+	printSimSummary(&out, simRun{n: 3}, sum, nil)
+	want := `3 seeds, 1 failed, 7 virtual s in 1.5 wall s (120 seeds/min)
+                ack latency (virtual µs)  acks  p50  p99  p99.9  max
+                            ASYNC_MASTER  2000    1    2      3    4
+                              SYNC_FLUSH    10  100  200    300  400
+  convergence after healing (virtual ms)     3  100  600    600  600
+failed seeds: [2] (replay one with: wharf sim --seed N --trace)
+`
+	if out.String() != want {
+		t.Errorf("got:\n%q\nwant:\n%q", out.String(), want)
+	}
+}

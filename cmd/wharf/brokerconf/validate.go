@@ -36,171 +36,216 @@ const frameOverhead = 4 + protocol.DefaultMaxHeaderSize
 
 // Validate checks every key and the relations between keys. The error lists
 // every problem found, one per line, each starting with the key.
+//
+// The checks run in sections, in broker.conf's key order; each section
+// appends to the same list so the lines keep that order.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p problems
+	c.validateClient(&p)
+	c.validateIdentity(&p)
+	c.validateNetwork(&p)
+	p = append(p, c.validateNameServers()...)
+	p = append(p, c.validateController()...)
+	c.validateFrames(&p)
+	c.validateStore(&p)
+	c.validateRetention(&p)
+	c.validateCounts(&p)
+	return errors.Join(p...)
+}
 
+// problems collects Validate's findings in the order they are found.
+type problems []error
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// validateClient checks the consumer-facing cadences.
+func (c Config) validateClient(p *problems) {
 	if c.ConsumerHeartbeatInterval < 100 || c.ConsumerHeartbeatInterval > 60_000 {
-		bad("consumerHeartbeatInterval %d: must be in [100, 60000] ms", c.ConsumerHeartbeatInterval)
+		p.add("consumerHeartbeatInterval %d: must be in [100, 60000] ms", c.ConsumerHeartbeatInterval)
 	}
 	if c.MaxReconsumeTimes < 1 || c.MaxReconsumeTimes > 1000 {
-		bad("maxReconsumeTimes %d: must be in [1, 1000]", c.MaxReconsumeTimes)
+		p.add("maxReconsumeTimes %d: must be in [1, 1000]", c.MaxReconsumeTimes)
 	}
+}
 
-	// Identity and roles.
+// validateIdentity checks the names, the role with its id, and the flush type.
+func (c Config) validateIdentity(p *problems) {
 	if c.BrokerClusterName == "" || strings.IndexFunc(c.BrokerClusterName, unicode.IsSpace) >= 0 {
-		bad("brokerClusterName %q: must be a non-empty name without spaces", c.BrokerClusterName)
+		p.add("brokerClusterName %q: must be a non-empty name without spaces", c.BrokerClusterName)
 	}
 	if c.BrokerName == "" || strings.IndexFunc(c.BrokerName, unicode.IsSpace) >= 0 {
-		bad("brokerName %q: must be a non-empty name without spaces", c.BrokerName)
+		p.add("brokerName %q: must be a non-empty name without spaces", c.BrokerName)
 	}
 	switch {
 	case c.EnableControllerMode:
 		// The controllers assign the role and the id.
 	case c.BrokerRole == AsyncMaster, c.BrokerRole == SyncMaster:
 		if c.BrokerID != 0 {
-			bad("brokerId %d: brokerRole=%s needs brokerId=0 (a slave has brokerRole=SLAVE and brokerId>0)", c.BrokerID, c.BrokerRole)
+			p.add("brokerId %d: brokerRole=%s needs brokerId=0 (a slave has brokerRole=SLAVE and brokerId>0)", c.BrokerID, c.BrokerRole)
 		}
 	case c.BrokerRole == Slave:
 		if c.BrokerID <= 0 {
-			bad("brokerId %d: brokerRole=SLAVE needs brokerId>0 (brokerId 0 is the master of %s)", c.BrokerID, c.BrokerName)
+			p.add("brokerId %d: brokerRole=SLAVE needs brokerId>0 (brokerId 0 is the master of %s)", c.BrokerID, c.BrokerName)
 		}
 		if c.HAMasterAddress == "" {
-			bad("haMasterAddress is empty: brokerRole=SLAVE needs the master's host:haListenPort")
+			p.add("haMasterAddress is empty: brokerRole=SLAVE needs the master's host:haListenPort")
 		}
 	default:
-		bad("brokerRole %q: must be ASYNC_MASTER, SYNC_MASTER or SLAVE%s", c.BrokerRole, didYouMean(c.BrokerRole, AsyncMaster, SyncMaster, Slave))
+		p.add("brokerRole %q: must be ASYNC_MASTER, SYNC_MASTER or SLAVE%s", c.BrokerRole, didYouMean(c.BrokerRole, AsyncMaster, SyncMaster, Slave))
 	}
 	switch c.FlushDiskType {
 	case AsyncFlush, SyncFlush:
 	default:
-		bad("flushDiskType %q: must be ASYNC_FLUSH or SYNC_FLUSH%s", c.FlushDiskType, didYouMean(c.FlushDiskType, AsyncFlush, SyncFlush))
+		p.add("flushDiskType %q: must be ASYNC_FLUSH or SYNC_FLUSH%s", c.FlushDiskType, didYouMean(c.FlushDiskType, AsyncFlush, SyncFlush))
 	}
+}
 
-	// Network.
+// validateNetwork checks the advertised addresses, the listen hosts and the
+// master's address; validatePorts checks the ports between them.
+func (c Config) validateNetwork(p *problems) {
 	if a, err := netip.ParseAddr(c.BrokerIP1); err != nil || a.Zone() != "" {
-		bad("brokerIP1 %q: must be an IP address such as 127.0.0.1", c.BrokerIP1)
+		p.add("brokerIP1 %q: must be an IP address such as 127.0.0.1", c.BrokerIP1)
 	} else if a.IsUnspecified() {
-		bad("brokerIP1 %s: must be an address clients can reach; it is advertised and written into every message's store host", c.BrokerIP1)
+		p.add("brokerIP1 %s: must be an address clients can reach; it is advertised and written into every message's store host", c.BrokerIP1)
 	}
 	if a, err := netip.ParseAddr(c.BrokerIP2); c.BrokerIP2 != "" && (err != nil || a.Zone() != "" || a.IsUnspecified()) {
-		bad("brokerIP2 %q: must be an IP address slaves can reach, such as 127.0.0.1 (or empty: brokerIP1)", c.BrokerIP2)
+		p.add("brokerIP2 %q: must be an IP address slaves can reach, such as 127.0.0.1 (or empty: brokerIP1)", c.BrokerIP2)
 	}
+	c.validatePorts(p)
+	if a, err := netip.ParseAddr(c.MetricsHost); err != nil || a.Zone() != "" {
+		p.add("metricsHost %q: must be an IP address such as 127.0.0.1", c.MetricsHost)
+	}
+	if c.HAMasterAddress != "" {
+		if err := checkHostPort(c.HAMasterAddress); err != nil {
+			p.add("haMasterAddress %q: %v", c.HAMasterAddress, err)
+		}
+	}
+}
+
+// validatePorts checks each listening port and that no two collide, the
+// derived ones (haListenPort 0, metricsPort -1) as they resolve.
+func (c Config) validatePorts(p *problems) {
 	if !validPort(c.ListenPort) {
-		bad("listenPort %d: must be a port 1-65535", c.ListenPort)
+		p.add("listenPort %d: must be a port 1-65535", c.ListenPort)
 	}
 	switch ha := c.EffectiveHAListenPort(); {
 	case !validPort(ha) && c.HAListenPort == 0:
-		bad("haListenPort %d (listenPort + 1): must be a port 1-65535; set haListenPort", ha)
+		p.add("haListenPort %d (listenPort + 1): must be a port 1-65535; set haListenPort", ha)
 	case !validPort(ha):
-		bad("haListenPort %d: must be a port 1-65535 (or 0 for listenPort + 1)", ha)
+		p.add("haListenPort %d: must be a port 1-65535 (or 0 for listenPort + 1)", ha)
 	case ha == c.ListenPort:
-		bad("haListenPort %d: must differ from listenPort", ha)
+		p.add("haListenPort %d: must differ from listenPort", ha)
 	}
 	switch m := c.EffectiveMetricsPort(); {
 	case m == 0:
 	case !validPort(m) && c.MetricsPort == -1:
-		bad("metricsPort %d (listenPort + 3): must be a port 1-65535; set metricsPort (0: off)", m)
+		p.add("metricsPort %d (listenPort + 3): must be a port 1-65535; set metricsPort (0: off)", m)
 	case !validPort(m):
-		bad("metricsPort %d: must be a port 1-65535, 0 (off) or -1 (listenPort + 3)", m)
+		p.add("metricsPort %d: must be a port 1-65535, 0 (off) or -1 (listenPort + 3)", m)
 	case m == c.ListenPort || m == c.EffectiveHAListenPort():
-		bad("metricsPort %d: must differ from listenPort and haListenPort", m)
+		p.add("metricsPort %d: must differ from listenPort and haListenPort", m)
 	}
 	switch r := c.RemotingListenPort; {
 	case r == 0:
 	case !validPort(r):
-		bad("remotingListenPort %d: must be a port 1-65535, or 0 (off)", r)
+		p.add("remotingListenPort %d: must be a port 1-65535, or 0 (off)", r)
 	case r == c.ListenPort || r == c.EffectiveHAListenPort() || r == c.EffectiveMetricsPort():
-		bad("remotingListenPort %d: must differ from listenPort, haListenPort and metricsPort", r)
+		p.add("remotingListenPort %d: must differ from listenPort, haListenPort and metricsPort", r)
 	}
-	if a, err := netip.ParseAddr(c.MetricsHost); err != nil || a.Zone() != "" {
-		bad("metricsHost %q: must be an IP address such as 127.0.0.1", c.MetricsHost)
-	}
-	if c.HAMasterAddress != "" {
-		if err := checkHostPort(c.HAMasterAddress); err != nil {
-			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
-		}
-	}
-	errs = append(errs, c.validateNameServers()...)
-	errs = append(errs, c.validateController()...)
+}
+
+// validateFrames checks that the largest message fits a frame and the
+// largest frame fits a connection's outbound budget.
+func (c Config) validateFrames(p *problems) {
 	if c.MaxMessageSize <= 0 {
-		bad("maxMessageSize %d: must be positive", c.MaxMessageSize)
+		p.add("maxMessageSize %d: must be positive", c.MaxMessageSize)
 	}
 	if c.MaxFrameSize < c.MaxMessageSize+frameOverhead || int64(c.MaxFrameSize) > math.MaxUint32 {
-		bad("maxFrameSize %d: must be between maxMessageSize + %d (%d) and %d", c.MaxFrameSize, frameOverhead, c.MaxMessageSize+frameOverhead, uint32(math.MaxUint32))
+		p.add("maxFrameSize %d: must be between maxMessageSize + %d (%d) and %d", c.MaxFrameSize, frameOverhead, c.MaxMessageSize+frameOverhead, uint32(math.MaxUint32))
 	}
 	if c.MaxOutboundBytes < int64(c.MaxFrameSize) {
-		bad("maxOutboundBytes %d: must be at least maxFrameSize (%d), or no large response could be sent", c.MaxOutboundBytes, c.MaxFrameSize)
+		p.add("maxOutboundBytes %d: must be at least maxFrameSize (%d), or no large response could be sent", c.MaxOutboundBytes, c.MaxFrameSize)
 	}
+}
 
-	// Store.
+// validateStore checks the store's paths, segment sizes and index bounds.
+func (c Config) validateStore(p *problems) {
 	if c.StorePathRootDir == "" {
-		bad("storePathRootDir is empty")
+		p.add("storePathRootDir is empty")
 	}
 	if c.StorePathCommitLog != "" && filepath.Clean(c.StorePathCommitLog) != defaultCommitLogPath(c.StorePathRootDir) {
-		bad("storePathCommitLog %q: Wharf keeps the CommitLog in ${storePathRootDir}/commitlog (%s); set storePathRootDir instead",
+		p.add("storePathCommitLog %q: Wharf keeps the CommitLog in ${storePathRootDir}/commitlog (%s); set storePathRootDir instead",
 			c.StorePathCommitLog, defaultCommitLogPath(c.StorePathRootDir))
 	}
 	switch sz := c.MappedFileSizeCommitLog; {
 	case sz < minCommitLogSegment || sz%4096 != 0:
-		bad("mappedFileSizeCommitLog %d: must be a multiple of 4096 and at least %d (64 KiB)", sz, minCommitLogSegment)
+		p.add("mappedFileSizeCommitLog %d: must be a multiple of 4096 and at least %d (64 KiB)", sz, minCommitLogSegment)
 	case sz < int64(c.MaxMessageSize)+storage.BlankRecordSize+1:
-		bad("mappedFileSizeCommitLog %d: must be larger than maxMessageSize + %d (%d) so the largest message fits a segment",
+		p.add("mappedFileSizeCommitLog %d: must be larger than maxMessageSize + %d (%d) so the largest message fits a segment",
 			sz, storage.BlankRecordSize, int64(c.MaxMessageSize)+storage.BlankRecordSize)
 	}
 	if sz := c.MappedFileSizeConsumeQueue; sz <= 0 || sz%cq.UnitSize != 0 || sz/cq.UnitSize > cq.MaxEntriesPerFile {
-		bad("mappedFileSizeConsumeQueue %d: must be a positive multiple of %d (the entry size), at most %d", sz, cq.UnitSize, cq.MaxEntriesPerFile*cq.UnitSize)
+		p.add("mappedFileSizeConsumeQueue %d: must be a positive multiple of %d (the entry size), at most %d", sz, cq.UnitSize, cq.MaxEntriesPerFile*cq.UnitSize)
 	}
 	if c.MaxHashSlotNum < 1 || c.MaxHashSlotNum > math.MaxInt32 {
-		bad("maxHashSlotNum %d: must be 1-%d", c.MaxHashSlotNum, math.MaxInt32)
+		p.add("maxHashSlotNum %d: must be 1-%d", c.MaxHashSlotNum, math.MaxInt32)
 	}
 	if c.MaxIndexNum < 2 || c.MaxIndexNum > math.MaxInt32 {
-		bad("maxIndexNum %d: must be 2-%d", c.MaxIndexNum, math.MaxInt32)
+		p.add("maxIndexNum %d: must be 2-%d", c.MaxIndexNum, math.MaxInt32)
 	}
+}
 
-	// Retention.
+// validateRetention checks deleteWhen and the disk ratios, in percent.
+func (c Config) validateRetention(p *problems) {
 	if _, err := storage.ParseDeleteWhen(c.DeleteWhen); err != nil {
-		bad("%v", err)
+		p.add("%v", err)
 	}
-	ratio := func(key string, v, lo, hi int) {
-		if v < lo || v > hi {
-			bad("%s %d: must be a percentage %d-%d", key, v, lo, hi)
+	ratios := []struct {
+		key       string
+		v, lo, hi int
+	}{
+		{"diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, diskMaxUsedMin, diskMaxUsedMax},
+		{"diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio, cleanForciblyMin, cleanForciblyMax},
+		{"diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio, warningLevelMin, warningLevelMax},
+		{"accessMessageInMemoryMaxRatio", c.AccessMessageInMemoryMaxRatio, 0, 100},
+	}
+	for _, r := range ratios {
+		if r.v < r.lo || r.v > r.hi {
+			p.add("%s %d: must be a percentage %d-%d", r.key, r.v, r.lo, r.hi)
 		}
 	}
-	ratio("diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, diskMaxUsedMin, diskMaxUsedMax)
-	ratio("diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio, cleanForciblyMin, cleanForciblyMax)
-	ratio("diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio, warningLevelMin, warningLevelMax)
-	ratio("accessMessageInMemoryMaxRatio", c.AccessMessageInMemoryMaxRatio, 0, 100)
+}
 
-	// Durations, counts and sizes.
+// validateCounts checks the durations (every key with a unit type must be
+// positive), the flush and HA counts, and the delay levels.
+func (c Config) validateCounts(p *problems) {
 	v := reflect.ValueOf(c)
 	for _, f := range fields() {
 		if u := unitName(v.Field(f.index).Interface()); u != "" && v.Field(f.index).Int() <= 0 {
-			bad("%s %d: must be a positive number of %s", f.key, v.Field(f.index).Int(), u)
+			p.add("%s %d: must be a positive number of %s", f.key, v.Field(f.index).Int(), u)
 		}
 	}
 	if c.FlushCommitLogLeastPages < 0 {
-		bad("flushCommitLogLeastPages %d: must not be negative", c.FlushCommitLogLeastPages)
+		p.add("flushCommitLogLeastPages %d: must not be negative", c.FlushCommitLogLeastPages)
 	}
 	if c.FlushConsumeQueueLeastPages < 0 {
-		bad("flushConsumeQueueLeastPages %d: must not be negative", c.FlushConsumeQueueLeastPages)
+		p.add("flushConsumeQueueLeastPages %d: must not be negative", c.FlushConsumeQueueLeastPages)
 	}
 	if c.HATransferBatchSize <= 0 {
-		bad("haTransferBatchSize %d: must be positive", c.HATransferBatchSize)
+		p.add("haTransferBatchSize %d: must be positive", c.HATransferBatchSize)
 	}
 	if c.HAMaxGapNotInSync <= 0 {
-		bad("haMaxGapNotInSync %d: must be positive", c.HAMaxGapNotInSync)
+		p.add("haMaxGapNotInSync %d: must be positive", c.HAMaxGapNotInSync)
 	}
 	if c.InSyncReplicas < 1 {
-		bad("inSyncReplicas %d: must be at least 1 (the master's copy)", c.InSyncReplicas)
+		p.add("inSyncReplicas %d: must be at least 1 (the master's copy)", c.InSyncReplicas)
 	}
 	if c.DefaultTopicQueueNums < 1 {
-		bad("defaultTopicQueueNums %d: must be at least 1", c.DefaultTopicQueueNums)
+		p.add("defaultTopicQueueNums %d: must be at least 1", c.DefaultTopicQueueNums)
 	}
 	if _, err := ParseDelayLevels(c.MessageDelayLevel); err != nil {
-		bad("%v", err)
+		p.add("%v", err)
 	}
-	return errors.Join(errs...)
 }
 
 func validPort(p int) bool { return p >= 1 && p <= 65535 }

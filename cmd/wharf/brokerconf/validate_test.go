@@ -216,3 +216,63 @@ func TestNameServers(t *testing.T) {
 		t.Fatalf("name servers %q", got)
 	}
 }
+
+// TestValidateOrderAndText pins the whole error of a Config wrong in every
+// section: each message word for word, in key order, one per line.
+func TestValidateOrderAndText(t *testing.T) {
+	c := goldenDefault()
+	c.ConsumerHeartbeatInterval, c.MaxReconsumeTimes = 1, 0
+	c.BrokerName, c.BrokerRole, c.BrokerID = "a b", Slave, 0
+	c.FlushDiskType = "x"
+	c.BrokerIP1, c.BrokerIP2, c.MetricsHost = "0.0.0.0", "h", "h"
+	c.ListenPort, c.HAListenPort, c.MetricsPort, c.RemotingListenPort = 10911, 10911, 70000, 10911
+	c.NamesrvAddr, c.ControllerAddr, c.MasterLeaseMillis = "a:1;a:1", "b", 100
+	c.MaxFrameSize, c.MaxOutboundBytes = 10, 1
+	c.StorePathRootDir, c.MappedFileSizeCommitLog, c.MappedFileSizeConsumeQueue = "", 4096, 7
+	c.MaxHashSlotNum, c.MaxIndexNum, c.DeleteWhen = 0, 0, "x"
+	c.DiskMaxUsedSpaceRatio, c.AccessMessageInMemoryMaxRatio = 1, 101
+	c.FileReservedTime, c.FlushCommitLogLeastPages, c.FlushConsumeQueueLeastPages = 0, -1, -1
+	c.HATransferBatchSize, c.HAMaxGapNotInSync, c.InSyncReplicas, c.DefaultTopicQueueNums = 0, 0, 0, 0
+	c.MessageDelayLevel = ""
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got := err.Error(); got != wantValidateText {
+		t.Errorf("got:\n%s\nwant:\n%s", got, wantValidateText)
+	}
+}
+
+const wantValidateText = `consumerHeartbeatInterval 1: must be in [100, 60000] ms
+maxReconsumeTimes 0: must be in [1, 1000]
+brokerName "a b": must be a non-empty name without spaces
+brokerId 0: brokerRole=SLAVE needs brokerId>0 (brokerId 0 is the master of a b)
+haMasterAddress is empty: brokerRole=SLAVE needs the master's host:haListenPort
+flushDiskType "x": must be ASYNC_FLUSH or SYNC_FLUSH
+brokerIP1 0.0.0.0: must be an address clients can reach; it is advertised and written into every message's store host
+brokerIP2 "h": must be an IP address slaves can reach, such as 127.0.0.1 (or empty: brokerIP1)
+haListenPort 10911: must differ from listenPort
+metricsPort 70000: must be a port 1-65535, 0 (off) or -1 (listenPort + 3)
+remotingListenPort 10911: must differ from listenPort, haListenPort and metricsPort
+metricsHost "h": must be an IP address such as 127.0.0.1
+namesrvAddr "a:1;a:1": "a:1" is listed twice
+controllerAddr "b": "b": must be host:port
+masterLeaseMillis 100: must be above controllerHeartbeatInterval (500), or the lease lapses between heartbeats, and at most 2700 ms, below the controller's 3000 ms heartbeat timeout, or a new master may be elected while the old one still writes
+maxFrameSize 10: must be between maxMessageSize + 65540 (4259844) and 4294967295
+maxOutboundBytes 1: must be at least maxFrameSize (10), or no large response could be sent
+storePathRootDir is empty
+mappedFileSizeCommitLog 4096: must be a multiple of 4096 and at least 65536 (64 KiB)
+mappedFileSizeConsumeQueue 7: must be a positive multiple of 20 (the entry size), at most 671088640
+maxHashSlotNum 0: must be 1-2147483647
+maxIndexNum 0: must be 2-2147483647
+deleteWhen "x": "x" is not an hour 00-23
+diskMaxUsedSpaceRatio 1: must be a percentage 10-95
+accessMessageInMemoryMaxRatio 101: must be a percentage 0-100
+fileReservedTime 0: must be a positive number of hours
+flushCommitLogLeastPages -1: must not be negative
+flushConsumeQueueLeastPages -1: must not be negative
+haTransferBatchSize 0: must be positive
+haMaxGapNotInSync 0: must be positive
+inSyncReplicas 0: must be at least 1 (the master's copy)
+defaultTopicQueueNums 0: must be at least 1
+messageDelayLevel "": no delay levels`
