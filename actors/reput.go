@@ -21,9 +21,10 @@ type logAppended struct{}
 type confirmMoved struct{ offset int64 }
 
 // queueEntries carries new records of one queue to its DispatchActor.
-type queueEntries struct{ reqs []storage.DispatchRequest }
+type queueEntries struct{ reqs []*storage.DispatchRequest }
 
-// indexEntries carries new records to the IndexActor.
+// indexEntries carries new records to the IndexActor. Both share a
+// dispatch.Batch, which nobody writes once it is sent.
 type indexEntries struct{ reqs []storage.DispatchRequest }
 
 // checkpointTick starts a checkpoint.

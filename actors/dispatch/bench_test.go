@@ -10,11 +10,13 @@ import (
 	"github.com/wharfmq/wharf/storage/vfs"
 )
 
-// benchRecords is how many records the benchmark's log holds; a pass
-// dispatches all of them, benchBatch per Dispatch.
+// benchChunk is how many records the benchmark appends to its log at a
+// time (off the clock): they are dispatched benchBatch per Dispatch, while
+// the log's pages are still in the caches, as the Reput actor reads what
+// the writer just appended.
 const (
-	benchRecords = 16384
-	benchBatch   = 64
+	benchChunk = 2048
+	benchBatch = 64
 )
 
 // benchDir is a directory for a store of the benchmark: in memory where
@@ -30,34 +32,35 @@ func benchDir(b *testing.B) string {
 	return dir
 }
 
-func benchStoreConfig(root string) storage.Config {
-	cfg := storage.DefaultConfig(root)
+func benchStore(b *testing.B) *storage.Store {
+	cfg := storage.DefaultConfig(benchDir(b))
 	cfg.MappedFileSizeCommitLog = 64 << 20
-	cfg.MaxHashSlotNum = 1 << 20 // 4 MiB of slots: still far beyond the caches, as the broker's 5 M
-	cfg.MaxIndexNum = 1 << 21
+	cfg.MaxHashSlotNum = 1 << 18 // 1 MiB of slots: beyond the caches, as the broker's 20 MB
+	cfg.MaxIndexNum = 1 << 22
 	cfg.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
-	return cfg
-}
-
-// benchLog is a store whose log holds benchRecords records of 1 KiB, as
-// a producer sends them: a unique key each (KEYS) and a UNIQ_KEY, 8 queues
-// round robin. ends[i] is where record i ends.
-func benchLog(b *testing.B) (*storage.Store, []int64) {
-	s, _, err := storage.Open(vfs.NewOS(), benchStoreConfig(benchDir(b)))
+	s, _, err := storage.Open(vfs.NewOS(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// benchAppend appends benchChunk records of 1 KiB to s, as a producer
+// sends them: a unique key each (KEYS) and a UNIQ_KEY, 8 queues round
+// robin, from record seq on. It returns where each record ends.
+func benchAppend(b *testing.B, s *storage.Store, seq int) []int64 {
 	body := make([]byte, 1024)
-	ends := make([]int64, 0, benchRecords)
-	for len(ends) < benchRecords {
-		msgs := make([]*storage.Message, 256)
+	ends := make([]int64, 0, benchChunk)
+	msgs := make([]*storage.Message, 256)
+	for len(ends) < benchChunk {
 		for i := range msgs {
-			seq := len(ends) + i
-			props, _ := storage.EncodeProperties(storage.PropKeys, fmt.Sprintf("order-%08d", seq), storage.PropUniqKey, fmt.Sprintf("7F000001%024X", seq))
-			msgs[i] = &storage.Message{Topic: "bench", QueueID: int32(seq % 8), Body: body, Properties: props,
+			n := seq + len(ends) + i
+			props, _ := storage.EncodeProperties(storage.PropKeys, fmt.Sprintf("order-%08d", n), storage.PropUniqKey, fmt.Sprintf("7F000001%024X", n))
+			msgs[i] = &storage.Message{Topic: "bench", QueueID: int32(n % 8), Body: body, Properties: props,
 				BornHost: netip.MustParseAddrPort("127.0.0.1:40000")}
 		}
-		res, err := s.AppendBatch(msgs, 1_700_000_000_000+int64(len(ends)), nil)
+		res, err := s.AppendBatch(msgs, 1_700_000_000_000+int64(seq+len(ends)), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -65,7 +68,7 @@ func benchLog(b *testing.B) (*storage.Store, []int64) {
 			ends = append(ends, r.PhyOffset+int64(r.Size))
 		}
 	}
-	return s, ends
+	return ends
 }
 
 // BenchmarkReputDispatch is the dispatch path as the broker runs it, per
@@ -73,8 +76,7 @@ func benchLog(b *testing.B) (*storage.Store, []int64) {
 // of the log into a Batch ("reput"), and then ("apply") the queue owners
 // put each queue's entries into its ConsumeQueue and the index actor puts
 // every record's keys into the index, as actors/dispatch.go and
-// actors/index.go do. The queues and the index of a fresh store take the
-// entries on every pass over the log (re-applying would be the no-op path).
+// actors/index.go do.
 func BenchmarkReputDispatch(b *testing.B) {
 	for _, apply := range []bool{false, true} {
 		name := "reput"
@@ -82,42 +84,22 @@ func BenchmarkReputDispatch(b *testing.B) {
 			name = "apply"
 		}
 		b.Run(name, func(b *testing.B) {
-			src, ends := benchLog(b)
-			defer src.Close()
+			src := benchStore(b)
 			var sink *storage.Store
-			var r *Reput
-			next := 0 // records dispatched in this pass
-			// fresh starts a pass: a new core and, applying, a new store
-			// whose files were created by a first record of each queue
-			// (a broker creates them once per 300,000 entries, not per pass).
-			fresh := func() {
-				if sink != nil {
-					sink.Close()
-				}
-				r, next = NewReput(false, 0, 0, 0), 0
-				if !apply {
-					return
-				}
-				var err error
-				if sink, _, err = storage.Open(vfs.NewOS(), benchStoreConfig(benchDir(b))); err != nil {
-					b.Fatal(err)
-				}
-				r.Appended(ends[7])
-				first, err := r.Dispatch(src)
-				if err != nil {
-					b.Fatal(err)
-				}
-				benchApply(b, sink, first)
-				next = 8
+			if apply {
+				sink = benchStore(b)
 			}
-			fresh()
+			r := NewReput(false, 0, 0, 0)
+			var ends []int64
+			next, seq := 0, 0 // records of ends dispatched; records appended
 			b.ReportAllocs()
 			b.SetBytes(1024)
 			b.ResetTimer()
 			for done := 0; done < b.N; {
 				if next == len(ends) {
 					b.StopTimer()
-					fresh()
+					ends, next = benchAppend(b, src, seq), 0
+					seq += len(ends)
 					b.StartTimer()
 				}
 				n := min(benchBatch, b.N-done, len(ends)-next)
@@ -132,10 +114,6 @@ func BenchmarkReputDispatch(b *testing.B) {
 				next += n
 				done += n
 			}
-			b.StopTimer()
-			if sink != nil {
-				sink.Close()
-			}
 		})
 	}
 }
@@ -144,10 +122,8 @@ func BenchmarkReputDispatch(b *testing.B) {
 // batch.
 func benchApply(b *testing.B, sink *storage.Store, batch Batch) {
 	for _, qb := range batch.Queues {
-		for i := range qb.Reqs {
-			if err := sink.ApplyConsumeQueue(&qb.Reqs[i]); err != nil {
-				b.Fatal(err)
-			}
+		if err := sink.ApplyConsumeQueueBatch(qb.Key, qb.Reqs); err != nil {
+			b.Fatal(err)
 		}
 	}
 	for i := range batch.All {

@@ -19,7 +19,7 @@ type fakeLog struct {
 
 func (l *fakeLog) Deleted() storage.Deleted { return l.deleted }
 
-func (l *fakeLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.Record) error) (int64, error) {
+func (l *fakeLog) ForEachDispatch(from, to int64, fn func(int64, *storage.DispatchRecord) error) (int64, error) {
 	l.reads = append(l.reads, [2]int64{from, to})
 	off := from
 	for ; off < to; off += l.size {
@@ -27,7 +27,7 @@ func (l *fakeLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.
 			return off, errors.New("bad magic")
 		}
 		k := l.keys[off/l.size]
-		r := &storage.Record{Topic: []byte(k.Topic), QueueID: k.QueueID, TotalSize: int32(l.size), StoreTimestamp: 1000 + off}
+		r := &storage.DispatchRecord{Topic: []byte(k.Topic), QueueID: k.QueueID, TotalSize: int32(l.size), StoreTimestamp: 1000 + off}
 		if err := fn(off, r); err != nil {
 			return off, err
 		}
