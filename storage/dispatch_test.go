@@ -318,3 +318,37 @@ func TestNewDispatchRequestAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations per request", n)
 	}
 }
+
+// TestApplyConsumeQueueBatch: a queue owner's batch lands in its queue in
+// order, idempotently, and an entry of another queue stops it there.
+func TestApplyConsumeQueueBatch(t *testing.T) {
+	s := variedLog(t)
+	defer s.Close()
+	k := QueueKey{"bb", 1}
+	var reqs []*DispatchRequest
+	var hashes []int32
+	if _, err := s.ForEachDispatch(s.cl.MinOffset(), s.cl.MaxOffset(), func(off int64, r *DispatchRecord) error {
+		if d := NewDispatchRequest(off, r, "", &hashes); d.Key == k {
+			reqs = append(reqs, &d)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time, every entry is there already
+		if err := s.ApplyConsumeQueueBatch(k, reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, _ := s.ConsumeQueue(k, false)
+	for i, d := range reqs {
+		if e, err := q.Get(d.QueueOffset); err != nil || e != d.Entry || d.QueueOffset != int64(i) {
+			t.Fatalf("entry %d: %v %v, want %v", i, e, err, d.Entry)
+		}
+	}
+	other := *reqs[0]
+	other.Key = QueueKey{"a", 1}
+	if err := s.ApplyConsumeQueueBatch(k, []*DispatchRequest{&other}); err == nil {
+		t.Fatal("an entry of another queue was applied")
+	}
+}

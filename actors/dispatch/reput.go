@@ -59,7 +59,10 @@ type Reput struct {
 	pos       int64
 	visible   int64
 	lastTs    int64 // store time of the last record dispatched
-	lastBatch int   // records in the last dispatch, to size the next
+	// The last dispatch's records, the bytes of log they were read from
+	// and their key hashes: the next batch is sized from them.
+	lastBatch, lastHashes int
+	lastBytes             int64
 	// limited: controller mode, where nothing at or past limit (the
 	// confirm offset, or what the broker holds as a slave) is dispatched.
 	limited bool
@@ -77,7 +80,6 @@ type Reput struct {
 	// the last checkpoint whose barrier every owner answered.
 	confirmed, confirmedTs int64
 
-	lastHashes int // key hashes in the last dispatch, to size the next
 	// The grouping's scratch, reused by every dispatch: none of it is in
 	// a Batch, so no other actor ever holds it.
 	groups map[storage.QueueKey]int32 // a queue's index in spans
@@ -178,10 +180,11 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	if upTo <= r.pos {
 		return b, nil
 	}
-	// Sized like the last batch: no regrowth. Made afresh: the last batch
-	// may still be read by the queue owners and the index actor.
-	b.All = make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4)
-	hashes := make([]int32, 0, r.lastHashes+r.lastHashes/4)
+	// Made afresh (the last batch may still be read by the queue owners
+	// and the index actor), and sized for what is visible: no regrowth.
+	n, nh := r.expect(upTo - r.pos)
+	b.All = make([]storage.DispatchRequest, 0, n)
+	hashes := make([]int32, 0, nh)
 	del := log.Deleted()
 	next, err := log.ForEachDispatch(r.pos, upTo, func(off int64, rec *storage.DispatchRecord) error {
 		if del.Covers(rec.Topic, off) {
@@ -194,7 +197,7 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 		r.lastTs = b.All[n-1].StoreTimestamp
 	}
 	b.Queues = r.group(b.All)
-	r.lastBatch, r.lastHashes = len(b.All), len(hashes)
+	r.lastBatch, r.lastHashes, r.lastBytes = len(b.All), len(hashes), next-r.pos
 	// Queue owners and the checkpoint trust the position: moving it back
 	// would dispatch records twice, past visible would show consumers
 	// records the broker could still lose (SYNC_FLUSH, or an unconfirmed
@@ -202,6 +205,22 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	invariant.Check3(next >= r.pos && next <= upTo, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, upTo)
 	r.pos = next
 	return b, err
+}
+
+// maxExpect caps what a batch is sized for: past it (a backlog, or a
+// deleted topic's records, which take no room) the slices grow as needed.
+const maxExpect = 1 << 14
+
+// expect is how many requests and key hashes bytes of log will make, at
+// the last dispatch's rates, with an eighth to spare.
+func (r *Reput) expect(bytes int64) (reqs, hashes int) {
+	if r.lastBatch == 0 || r.lastBytes < int64(r.lastBatch) {
+		return 0, 0 // nothing to go by
+	}
+	per := r.lastBytes / int64(r.lastBatch) // bytes per record
+	reqs = int(min(bytes/per, maxExpect))
+	reqs += reqs/8 + 1
+	return reqs, int(int64(reqs) * int64(r.lastHashes) / int64(r.lastBatch))
 }
 
 // topic is the string of a topic's name: the same one for every request
