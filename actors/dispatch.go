@@ -53,7 +53,7 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		d.publish()
 	case *queueEntries:
-		if err := d.store.ApplyConsumeQueueBatch(d.key, m.reqs); err != nil {
+		if err := d.store.ApplyConsumeQueueBatch(d.key, m.Reqs); err != nil {
 			d.k.log.Error("consume queue write failed", "queue", d.key.String(), "err", err)
 		}
 		d.publish()
