@@ -142,8 +142,8 @@ func (r *reputActor) cut(ctx actor.Context, m *topicCut) {
 	if err != nil {
 		r.k.log.Error("reput: cannot read the log again after a topic's deletion", "topic", m.topic, "err", err)
 	}
-	for _, qb := range replay {
-		r.toQueue(ctx, qb.Key, &queueEntries{reqs: qb.Reqs})
+	for i := range replay {
+		r.toQueue(ctx, replay[i].Key, &replay[i])
 	}
 	r.deleted(ctx, done)
 }

@@ -53,11 +53,8 @@ func (d *dispatchActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		d.publish()
 	case *queueEntries:
-		for i := range m.reqs {
-			if err := d.store.ApplyConsumeQueue(&m.reqs[i]); err != nil {
-				d.k.log.Error("consume queue write failed", "queue", d.key.String(), "err", err)
-				break
-			}
+		if err := d.store.ApplyConsumeQueueBatch(d.key, m.Reqs); err != nil {
+			d.k.log.Error("consume queue write failed", "queue", d.key.String(), "err", err)
 		}
 		d.publish()
 		d.ready(ctx, d.q.Entries(d.k.now()))

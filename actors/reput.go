@@ -20,10 +20,13 @@ type logAppended struct{}
 // nothing past it.
 type confirmMoved struct{ offset int64 }
 
-// queueEntries carries new records of one queue to its DispatchActor.
-type queueEntries struct{ reqs []storage.DispatchRequest }
+// queueEntries carries new records of one queue to its DispatchActor: it
+// is the queue's share of a dispatch.Batch, sent as a pointer into the
+// batch's Queues (no message to make per queue and batch).
+type queueEntries = dispatch.QueueBatch
 
-// indexEntries carries new records to the IndexActor.
+// indexEntries carries new records to the IndexActor. Both share a
+// dispatch.Batch, which nobody writes once it is sent.
 type indexEntries struct{ reqs []storage.DispatchRequest }
 
 // checkpointTick starts a checkpoint.
@@ -171,8 +174,8 @@ func (r *reputActor) dispatch(ctx actor.Context) {
 		pos, _ := r.core.Position()
 		r.k.log.Error("reput: cannot decode the log; dispatch stopped", "offset", pos, "err", err)
 	}
-	for _, qb := range b.Queues {
-		r.toQueue(ctx, qb.Key, &queueEntries{reqs: qb.Reqs})
+	for i := range b.Queues {
+		r.toQueue(ctx, b.Queues[i].Key, &b.Queues[i])
 	}
 	if len(b.All) > 0 {
 		ctx.Send(r.p.index, &indexEntries{reqs: b.All})

@@ -102,11 +102,14 @@ func checkLog(s *Store) (map[QueueKey]*logQueue, error) {
 	del := cl.Deleted()
 	queues := map[QueueKey]*logQueue{}
 	topic := ""
+	var hashes []int32
 	_, err := s.ForEachRecord(cl.MinOffset(), cl.MaxOffset(), true, func(off int64, r *Record) error {
 		if del.Covers(r.Topic, off) {
 			return nil // a deleted topic's record
 		}
-		d := NewDispatchRequestTopic(off, r, topic)
+		dr := r.DispatchRecord()
+		hashes = hashes[:0]
+		d := NewDispatchRequest(off, &dr, topic, &hashes)
 		topic = d.Key.Topic
 		lq := queues[d.Key]
 		w, recreated := del[d.Key.Topic]
@@ -126,7 +129,7 @@ func checkLog(s *Store) (map[QueueKey]*logQueue, error) {
 			return nil
 		}
 		lq.dispatched, lq.seen = lq.next, true
-		return checkDispatched(s, &d)
+		return checkDispatched(s, &d, lastProperty(r.Properties, PropUniqKey))
 	})
 	if errors.Is(err, ErrInconsistent) {
 		return nil, err
@@ -150,8 +153,8 @@ func checkLog(s *Store) (map[QueueKey]*logQueue, error) {
 }
 
 // checkDispatched checks that a record below the reput position has its
-// ConsumeQueue entry and its unique key's index entry.
-func checkDispatched(s *Store, d *DispatchRequest) error {
+// ConsumeQueue entry and its unique key's (uniq's) index entry.
+func checkDispatched(s *Store, d *DispatchRequest, uniq string) error {
 	q, err := s.ConsumeQueue(d.Key, false)
 	if err != nil || q == nil {
 		return inconsistent("record at %d of queue %s is dispatched but the queue does not exist (%v)", d.Entry.Offset, d.Key, err)
@@ -163,14 +166,26 @@ func checkDispatched(s *Store, d *DispatchRequest) error {
 	if e != d.Entry {
 		return inconsistent("record at %d: queue %s entry %d is %v, dispatching the record gives %v", d.Entry.Offset, d.Key, d.QueueOffset, e, d.Entry)
 	}
-	if s.idx == nil || d.UniqKey == "" {
+	if s.idx == nil || uniq == "" {
 		return nil
 	}
-	recs, err := s.QueryByKey(d.Key.Topic, d.UniqKey, 0, 1<<62, 32)
+	recs, err := s.QueryByKey(d.Key.Topic, uniq, 0, 1<<62, 32)
 	if err != nil || !slices.ContainsFunc(recs, func(r Record) bool { return r.PhysicalOffset == d.Entry.Offset }) {
-		return inconsistent("record at %d: the index does not find it by its unique key %q (%d others, %v)", d.Entry.Offset, d.UniqKey, len(recs), err)
+		return inconsistent("record at %d: the index does not find it by its unique key %q (%d others, %v)", d.Entry.Offset, uniq, len(recs), err)
 	}
 	return nil
+}
+
+// lastProperty is the value of the last key property of props (the one a
+// dispatch indexes), "" if none.
+func lastProperty(props []byte, key string) string {
+	var last []byte
+	EachProperty(props, func(k, v []byte) {
+		if string(k) == key {
+			last = v
+		}
+	})
+	return string(last)
 }
 
 // checkQueue checks every entry of queue k against the log and the queue's
@@ -228,7 +243,9 @@ func checkEntry(s *Store, k QueueKey, qo int64, e cq.Entry) error {
 	if err != nil {
 		return inconsistent("queue %s offset %d: entry %v: %v", k, qo, e, err)
 	}
-	d := NewDispatchRequestTopic(e.Offset, &r, k.Topic)
+	dr := r.DispatchRecord()
+	var hashes []int32
+	d := NewDispatchRequest(e.Offset, &dr, k.Topic, &hashes)
 	if d.Key != k || d.QueueOffset != qo || d.Entry != e {
 		return inconsistent("queue %s offset %d: entry %v points at a record of queue %s offset %d (entry %v)", k, qo, e, d.Key, d.QueueOffset, d.Entry)
 	}

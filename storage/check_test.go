@@ -119,8 +119,9 @@ func TestCheckFindsDamage(t *testing.T) {
 			if _, err := s.AppendBatch([]*Message{m}, fixedNow.UnixMilli(), nil); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.ForEachRecord(s.Dispatched(), s.cl.MaxOffset(), true, func(off int64, r *Record) error {
-				d := NewDispatchRequest(off, r)
+			var hashes []int32
+			_, err := s.ForEachDispatch(s.Dispatched(), s.cl.MaxOffset(), func(off int64, r *DispatchRecord) error {
+				d := NewDispatchRequest(off, r, "", &hashes)
 				return s.ApplyConsumeQueue(&d) // and not the index
 			})
 			if err != nil {

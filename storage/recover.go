@@ -308,11 +308,13 @@ func (r *recovery) redispatch() error {
 	if len(r.rebuild) > 0 {
 		from = r.minOff
 	}
-	_, err := s.ForEachRecord(from, r.upTo, false, func(off int64, rec *Record) error {
+	var hashes []int32 // each request is applied before the next is built
+	_, err := s.ForEachDispatch(from, r.upTo, func(off int64, rec *DispatchRecord) error {
 		if r.del.Covers(rec.Topic, off) {
 			return nil // a deleted topic's record: never dispatched again
 		}
-		d := NewDispatchRequest(off, rec)
+		hashes = hashes[:0]
+		d := NewDispatchRequest(off, rec, "", &hashes)
 		if off >= r.scan || r.rebuild[d.Key] {
 			r.rep.Redispatched++
 			if err := s.applyCQ(&d); err != nil {

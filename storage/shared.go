@@ -19,6 +19,28 @@ import (
 // see Dispatch). Only the owner of that queue calls it.
 func (s *Store) ApplyConsumeQueue(d *DispatchRequest) error { return s.applyCQ(d) }
 
+// ApplyConsumeQueueBatch is ApplyConsumeQueue of each of reqs, in order,
+// every one of queue k (the queue is looked up once); it stops at the
+// first that fails. Only the owner of that queue calls it.
+func (s *Store) ApplyConsumeQueueBatch(k QueueKey, reqs []*DispatchRequest) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	q, err := s.ConsumeQueue(k, true)
+	if err != nil {
+		return err
+	}
+	for _, d := range reqs {
+		if d.Key != k {
+			return fmt.Errorf("storage: consume queue %s: an entry of queue %s in its batch", k, d.Key)
+		}
+		if err := applyTo(q, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ApplyIndex adds the keys of d to the index. Only the index owner calls it.
 func (s *Store) ApplyIndex(d *DispatchRequest) error { return s.applyIndex(d) }
 

@@ -8,7 +8,6 @@ import (
 	"path"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -250,17 +249,6 @@ func (s *Store) AppendBatch(msgs []*Message, storeTimestamp int64, out []AppendR
 // Flush makes the log durable up to upTo; see CommitLog.Flush.
 func (s *Store) Flush(upTo int64) (int64, error) { return s.cl.Flush(upTo) }
 
-// DispatchRequest is what the reput of one record produces: its ConsumeQueue
-// entry and its index keys.
-type DispatchRequest struct {
-	Key            QueueKey
-	QueueOffset    int64
-	Entry          cq.Entry
-	StoreTimestamp int64
-	Keys           string // KEYS property, space-separated
-	UniqKey        string
-}
-
 // ForEachRecord decodes the records in [from, to) in order and calls fn with
 // each record's offset; blank fillers are skipped. It stops at the first
 // record that does not decode and returns its offset with the error, so the
@@ -268,8 +256,24 @@ type DispatchRequest struct {
 // not keep r: the same Record is reused for every call (one allocation per
 // walk, not per record).
 func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, r *Record) error) (next int64, err error) {
-	off := from
 	var r Record
+	return s.walkLog(from, to, func(off int64, b []byte) (int32, error) {
+		if r, err = DecodeRecord(b, checkCRC); err != nil {
+			return 0, err
+		}
+		if r.PhysicalOffset != off {
+			return 0, fmt.Errorf("%w: record at %d says it is at %d", ErrBadLength, off, r.PhysicalOffset)
+		}
+		return r.TotalSize, fn(off, &r)
+	})
+}
+
+// walkLog calls step with the log's bytes from each record's offset in
+// [from, to) to the end of to or of the record's segment, whichever comes
+// first, skipping blank fillers; step returns the record's size. It stops
+// at the first error, returning the offset of the record that caused it.
+func (s *Store) walkLog(from, to int64, step func(off int64, b []byte) (int32, error)) (next int64, err error) {
+	off := from
 	for off < to {
 		seg := s.cl.findSegment(off)
 		if seg == nil {
@@ -286,57 +290,13 @@ func (s *Store) ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, 
 			off = seg.end()
 			continue
 		}
-		r, err = DecodeRecord(b, checkCRC)
+		n, err := step(off, b)
 		if err != nil {
 			return off, err
 		}
-		if r.PhysicalOffset != off {
-			return off, fmt.Errorf("%w: record at %d says it is at %d", ErrBadLength, off, r.PhysicalOffset)
-		}
-		if err := fn(off, &r); err != nil {
-			return off, err
-		}
-		off += int64(r.TotalSize)
+		off += int64(n)
 	}
 	return off, nil
-}
-
-// NewDispatchRequest builds the dispatch request of a decoded record.
-func NewDispatchRequest(off int64, r *Record) DispatchRequest {
-	return NewDispatchRequestTopic(off, r, "")
-}
-
-// NewDispatchRequestTopic is NewDispatchRequest that reuses topic, if it
-// is the record's topic, instead of allocating the string again: a walk
-// over many records of a few topics passes the last one.
-func NewDispatchRequestTopic(off int64, r *Record, topic string) DispatchRequest {
-	if topic != string(r.Topic) { // no allocation: compared in place
-		topic = string(r.Topic)
-	}
-	d := DispatchRequest{
-		Key:            QueueKey{topic, r.QueueID},
-		QueueOffset:    r.QueueOffset,
-		Entry:          cq.Entry{Offset: off, Size: r.TotalSize},
-		StoreTimestamp: r.StoreTimestamp,
-	}
-	schedule := string(r.Topic) == ScheduleTopic
-	EachProperty(r.Properties, func(k, v []byte) {
-		switch string(k) {
-		case PropDeliverMs:
-			if schedule {
-				d.Entry.TagsCode, _ = strconv.ParseInt(string(v), 10, 64)
-			}
-		case PropTags:
-			if !schedule {
-				d.Entry.TagsCode = TagsHashCode(string(v))
-			}
-		case PropKeys:
-			d.Keys = string(v)
-		case PropUniqKey:
-			d.UniqKey = string(v)
-		}
-	})
-	return d
 }
 
 // applyCQ adds the entry of d to its ConsumeQueue. Re-dispatching an entry
@@ -347,6 +307,11 @@ func (s *Store) applyCQ(d *DispatchRequest) error {
 	if err != nil {
 		return err
 	}
+	return applyTo(q, d)
+}
+
+// applyTo is applyCQ to q, d's ConsumeQueue.
+func applyTo(q *cq.Queue, d *DispatchRequest) error {
 	if d.QueueOffset < q.MaxOffset() {
 		if e, err := q.Get(d.QueueOffset); err == nil && e == d.Entry {
 			return nil
@@ -366,13 +331,8 @@ func (s *Store) applyIndex(d *DispatchRequest) error {
 	if s.idx == nil {
 		return nil
 	}
-	if d.UniqKey != "" {
-		if err := s.idx.Put(index.KeyOf(d.Key.Topic, d.UniqKey), d.Entry.Offset, d.StoreTimestamp); err != nil {
-			return fmt.Errorf("storage: index: %w", err)
-		}
-	}
-	for k := range strings.FieldsSeq(d.Keys) {
-		if err := s.idx.Put(index.KeyOf(d.Key.Topic, k), d.Entry.Offset, d.StoreTimestamp); err != nil {
+	for _, h := range d.KeyHashes {
+		if err := s.idx.PutHash(h, d.Entry.Offset, d.StoreTimestamp); err != nil {
 			return fmt.Errorf("storage: index: %w", err)
 		}
 	}
@@ -381,16 +341,18 @@ func (s *Store) applyIndex(d *DispatchRequest) error {
 
 // Dispatch builds ConsumeQueue entries and index keys for the records in
 // [Dispatched(), upTo), except those of deleted topics (Deleted), and calls fn (if not nil) for each, after its entry is
-// in place (the broker wakes long polls there). It returns the new reput
-// position.
+// in place (the broker wakes long polls there; fn must not keep d: its
+// KeyHashes are reused). It returns the new reput position.
 func (s *Store) Dispatch(upTo int64, fn func(*DispatchRequest)) (int64, error) {
 	upTo = min(upTo, s.cl.MaxOffset())
 	del := s.cl.Deleted()
-	next, err := s.ForEachRecord(s.dispatched.Load(), upTo, false, func(off int64, r *Record) error {
+	var hashes []int32 // each request is applied before the next is built
+	next, err := s.ForEachDispatch(s.dispatched.Load(), upTo, func(off int64, r *DispatchRecord) error {
 		if del.Covers(r.Topic, off) {
 			return nil // a deleted topic's record
 		}
-		d := NewDispatchRequest(off, r)
+		hashes = hashes[:0]
+		d := NewDispatchRequest(off, r, "", &hashes)
 		if err := s.applyCQ(&d); err != nil {
 			return err
 		}

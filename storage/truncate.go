@@ -172,11 +172,13 @@ func (s *Store) cutQueueOffsets(off, end int64) (map[QueueKey]int64, error) {
 // and flushes it.
 func (s *Store) reindex(from, to int64) error {
 	del := s.cl.Deleted()
-	_, err := s.ForEachRecord(from, to, false, func(at int64, r *Record) error {
+	var hashes []int32 // each request is applied before the next is built
+	_, err := s.ForEachDispatch(from, to, func(at int64, r *DispatchRecord) error {
 		if del.Covers(r.Topic, at) {
 			return nil
 		}
-		d := NewDispatchRequest(at, r)
+		hashes = hashes[:0]
+		d := NewDispatchRequest(at, r, "", &hashes)
 		return s.applyIndex(&d)
 	})
 	if err != nil {

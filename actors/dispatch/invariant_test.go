@@ -22,7 +22,7 @@ type wrongLog struct{ next int64 }
 
 func (wrongLog) Deleted() storage.Deleted { return nil }
 
-func (l wrongLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.Record) error) (int64, error) {
+func (l wrongLog) ForEachDispatch(from, to int64, fn func(int64, *storage.DispatchRecord) error) (int64, error) {
 	return l.next, nil
 }
 

@@ -11,18 +11,22 @@ import (
 // Log is what the Reput core reads: the log's records in [from, to), and
 // the watermarks of deleted topics (their records below it are skipped).
 type Log interface {
-	ForEachRecord(from, to int64, checkCRC bool, fn func(off int64, r *storage.Record) error) (next int64, err error)
+	ForEachDispatch(from, to int64, fn func(off int64, r *storage.DispatchRecord) error) (next int64, err error)
 	Deleted() storage.Deleted
 }
 
-// QueueBatch is one queue's share of a dispatch.
+// QueueBatch is one queue's share of a dispatch: its requests in log
+// order, pointing into the batch's All.
 type QueueBatch struct {
 	Key  storage.QueueKey
-	Reqs []storage.DispatchRequest
+	Reqs []*storage.DispatchRequest
 }
 
 // Batch is one dispatch: each queue's new entries, in (topic, queue) order,
-// and every record for the index.
+// and every record for the index, in log order. Everything a Batch holds
+// (All, the queues' pointers into it, the key hashes of its requests) is
+// made for it alone: the queue owners and the index actor read it after
+// Dispatch returned, and nothing writes it after.
 type Batch struct {
 	Queues []QueueBatch
 	All    []storage.DispatchRequest
@@ -55,7 +59,10 @@ type Reput struct {
 	pos       int64
 	visible   int64
 	lastTs    int64 // store time of the last record dispatched
-	lastBatch int   // records in the last dispatch, to size the next
+	// The last dispatch's records, the bytes of log they were read from
+	// and their key hashes: the next batch is sized from them.
+	lastBatch, lastHashes int
+	lastBytes             int64
 	// limited: controller mode, where nothing at or past limit (the
 	// confirm offset, or what the broker holds as a slave) is dispatched.
 	limited bool
@@ -72,12 +79,31 @@ type Reput struct {
 	// ConsumeQueue, not merely handed to the queue's owner: the start, or
 	// the last checkpoint whose barrier every owner answered.
 	confirmed, confirmedTs int64
+
+	// The grouping's scratch, reused by every dispatch: none of it is in
+	// a Batch, so no other actor ever holds it.
+	groups map[storage.QueueKey]int32 // a queue's index in spans
+	spans  []span
+	of     []int32           // the span of each request of the batch
+	sorted []int32           // spans' indices in (topic, queue) order
+	topics map[string]string // one string per topic dispatched, for the requests' keys
 }
+
+// span is one queue's part of a batch being grouped.
+type span struct {
+	key            storage.QueueKey
+	start, n, fill int32
+}
+
+// maxTopics bounds the topic strings the core keeps; past it they are
+// forgotten and made again.
+const maxTopics = 4096
 
 // NewReput starts at dispatched (the store's checkpoint), with the log
 // ending at logEnd and flushed to flushed.
 func NewReput(syncFlush bool, dispatched, logEnd, flushed int64) *Reput {
-	r := &Reput{syncFlush: syncFlush, pos: dispatched, visible: logEnd, confirmed: dispatched}
+	r := &Reput{syncFlush: syncFlush, pos: dispatched, visible: logEnd, confirmed: dispatched,
+		groups: map[storage.QueueKey]int32{}, topics: map[string]string{}}
 	if syncFlush {
 		r.visible = flushed
 	}
@@ -154,27 +180,24 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	if upTo <= r.pos {
 		return b, nil
 	}
-	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
-	b.All = make([]storage.DispatchRequest, 0, r.lastBatch+r.lastBatch/4) // sized like the last batch: no regrowth
-	topic := ""
+	// Made afresh (the last batch may still be read by the queue owners
+	// and the index actor), and sized for what is visible: no regrowth.
+	n, nh := r.expect(upTo - r.pos)
+	b.All = make([]storage.DispatchRequest, 0, n)
+	hashes := make([]int32, 0, nh)
 	del := log.Deleted()
-	next, err := log.ForEachRecord(r.pos, upTo, false, func(off int64, rec *storage.Record) error {
+	next, err := log.ForEachDispatch(r.pos, upTo, func(off int64, rec *storage.DispatchRecord) error {
 		if del.Covers(rec.Topic, off) {
 			return nil // a deleted topic's record
 		}
-		d := storage.NewDispatchRequestTopic(off, rec, topic)
-		topic = d.Key.Topic
-		perQueue[d.Key] = append(perQueue[d.Key], d)
-		b.All = append(b.All, d)
-		r.lastTs = d.StoreTimestamp
+		b.All = append(b.All, storage.NewDispatchRequest(off, rec, r.topic(rec.Topic), &hashes))
 		return nil
 	})
-	// In key order, not map order: the simulator needs the same sends in
-	// the same order for the same seed.
-	for _, k := range SortedKeys(perQueue) {
-		b.Queues = append(b.Queues, QueueBatch{Key: k, Reqs: perQueue[k]})
+	if n := len(b.All); n > 0 {
+		r.lastTs = b.All[n-1].StoreTimestamp
 	}
-	r.lastBatch = len(b.All)
+	b.Queues = r.group(b.All)
+	r.lastBatch, r.lastHashes, r.lastBytes = len(b.All), len(hashes), next-r.pos
 	// Queue owners and the checkpoint trust the position: moving it back
 	// would dispatch records twice, past visible would show consumers
 	// records the broker could still lose (SYNC_FLUSH, or an unconfirmed
@@ -182,6 +205,80 @@ func (r *Reput) Dispatch(log Log) (Batch, error) {
 	invariant.Check3(next >= r.pos && next <= upTo, "dispatch: reput position moved from %d to %d (visible %d)", r.pos, next, upTo)
 	r.pos = next
 	return b, err
+}
+
+// maxExpect caps what a batch is sized for: past it (a backlog, or a
+// deleted topic's records, which take no room) the slices grow as needed.
+const maxExpect = 1 << 14
+
+// expect is how many requests and key hashes bytes of log will make, at
+// the last dispatch's rates, with an eighth to spare.
+func (r *Reput) expect(bytes int64) (reqs, hashes int) {
+	if r.lastBatch == 0 || r.lastBytes < int64(r.lastBatch) {
+		return 0, 0 // nothing to go by
+	}
+	per := r.lastBytes / int64(r.lastBatch) // bytes per record
+	reqs = int(min(bytes/per, maxExpect))
+	reqs += reqs/8 + 1
+	return reqs, int(int64(reqs) * int64(r.lastHashes) / int64(r.lastBatch))
+}
+
+// topic is the string of a topic's name: the same one for every request
+// of the topic, made once.
+func (r *Reput) topic(name []byte) string {
+	if t, ok := r.topics[string(name)]; ok { // no allocation: looked up in place
+		return t
+	}
+	if len(r.topics) >= maxTopics {
+		clear(r.topics)
+	}
+	t := string(name)
+	r.topics[t] = t
+	return t
+}
+
+// group splits all into one QueueBatch per queue, in (topic, queue) order
+// (not map order: the simulator needs the same sends in the same order for
+// the same seed), each queue's requests in log order. The batches point
+// into all, through one slice of pointers made for them.
+func (r *Reput) group(all []storage.DispatchRequest) []QueueBatch {
+	if len(all) == 0 {
+		return nil
+	}
+	clear(r.groups)
+	r.spans, r.of, r.sorted = r.spans[:0], r.of[:0], r.sorted[:0]
+	g := int32(-1)
+	for i := range all {
+		if k := all[i].Key; g < 0 || r.spans[g].key != k { // runs of one queue look it up once
+			var ok bool
+			if g, ok = r.groups[k]; !ok {
+				g = int32(len(r.spans))
+				r.groups[k] = g
+				r.spans = append(r.spans, span{key: k})
+				r.sorted = append(r.sorted, g)
+			}
+		}
+		r.spans[g].n++
+		r.of = append(r.of, g)
+	}
+	slices.SortFunc(r.sorted, func(a, b int32) int { return compareKeys(r.spans[a].key, r.spans[b].key) })
+	start := int32(0)
+	for _, g := range r.sorted {
+		r.spans[g].start = start
+		start += r.spans[g].n
+	}
+	ptrs := make([]*storage.DispatchRequest, len(all))
+	for i, g := range r.of {
+		sp := &r.spans[g]
+		ptrs[sp.start+sp.fill] = &all[i]
+		sp.fill++
+	}
+	out := make([]QueueBatch, len(r.sorted))
+	for j, g := range r.sorted {
+		sp := r.spans[g]
+		out[j] = QueueBatch{Key: sp.key, Reqs: ptrs[sp.start : sp.start+sp.n : sp.start+sp.n]}
+	}
+	return out
 }
 
 // Replay reads again the records of topic in [from, Position) that are
@@ -193,21 +290,17 @@ func (r *Reput) Replay(log Log, topic string, from int64) ([]QueueBatch, error) 
 	if from >= r.pos {
 		return nil, nil
 	}
-	perQueue := map[storage.QueueKey][]storage.DispatchRequest{}
+	var all []storage.DispatchRequest
+	var hashes []int32 // the replay's own: its batches leave the core
 	del := log.Deleted()
-	_, err := log.ForEachRecord(from, r.pos, false, func(off int64, rec *storage.Record) error {
+	_, err := log.ForEachDispatch(from, r.pos, func(off int64, rec *storage.DispatchRecord) error {
 		if string(rec.Topic) != topic || del.Covers(rec.Topic, off) {
 			return nil
 		}
-		d := storage.NewDispatchRequestTopic(off, rec, topic)
-		perQueue[d.Key] = append(perQueue[d.Key], d)
+		all = append(all, storage.NewDispatchRequest(off, rec, topic, &hashes))
 		return nil
 	})
-	var out []QueueBatch
-	for _, k := range SortedKeys(perQueue) {
-		out = append(out, QueueBatch{Key: k, Reqs: perQueue[k]})
-	}
-	return out, err
+	return r.group(all), err
 }
 
 // StartCheckpoint opens a barrier over owners queue owners and the index
@@ -267,11 +360,14 @@ func SortedKeys[V any](m map[storage.QueueKey]V) []storage.QueueKey {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b storage.QueueKey) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.QueueID) - int(b.QueueID)
-	})
+	slices.SortFunc(keys, compareKeys)
 	return keys
+}
+
+// compareKeys orders queues by topic, then queue id.
+func compareKeys(a, b storage.QueueKey) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.QueueID) - int(b.QueueID)
 }

@@ -19,7 +19,7 @@ type fakeLog struct {
 
 func (l *fakeLog) Deleted() storage.Deleted { return l.deleted }
 
-func (l *fakeLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.Record) error) (int64, error) {
+func (l *fakeLog) ForEachDispatch(from, to int64, fn func(int64, *storage.DispatchRecord) error) (int64, error) {
 	l.reads = append(l.reads, [2]int64{from, to})
 	off := from
 	for ; off < to; off += l.size {
@@ -27,7 +27,7 @@ func (l *fakeLog) ForEachRecord(from, to int64, _ bool, fn func(int64, *storage.
 			return off, errors.New("bad magic")
 		}
 		k := l.keys[off/l.size]
-		r := &storage.Record{Topic: []byte(k.Topic), QueueID: k.QueueID, TotalSize: int32(l.size), StoreTimestamp: 1000 + off}
+		r := &storage.DispatchRecord{Topic: []byte(k.Topic), QueueID: k.QueueID, TotalSize: int32(l.size), StoreTimestamp: 1000 + off}
 		if err := fn(off, r); err != nil {
 			return off, err
 		}
@@ -206,5 +206,35 @@ func TestReputConfirmed(t *testing.T) {
 	r.LogStart(100)
 	if c, _ := r.Confirmed(); c != 100 {
 		t.Fatalf("confirmed %d below the log's start 100", c)
+	}
+}
+
+// TestReputSizesBatches: a batch is made for the records visible, at the
+// last dispatch's bytes per record and key hashes per record, so that it
+// does not grow while it is filled; the first has nothing to go by, and a
+// backlog is sized for maxExpect records only.
+func TestReputSizesBatches(t *testing.T) {
+	keys := make([]storage.QueueKey, 40000)
+	for i := range keys {
+		keys[i] = storage.QueueKey{Topic: "t", QueueID: int32(i % 3)}
+	}
+	log := &fakeLog{size: 10, keys: keys}
+	r := NewReput(false, 0, 0, 0)
+	for _, tt := range []struct {
+		upTo    int64
+		wantCap int
+	}{
+		{80, 8},              // nothing to go by: append's growth
+		{240, 16 + 16/8 + 1}, // 16 records of 10 bytes, an eighth spare
+		{250, 1 + 1/8 + 1},   // one
+	} {
+		r.Appended(tt.upTo)
+		b, err := r.Dispatch(log)
+		if err != nil || cap(b.All) != tt.wantCap {
+			t.Fatalf("up to %d: %d records in room for %d, want room for %d (%v)", tt.upTo, len(b.All), cap(b.All), tt.wantCap, err)
+		}
+	}
+	if reqs, _ := r.expect(1 << 40); reqs != maxExpect+maxExpect/8+1 {
+		t.Fatalf("a backlog of 1 TiB: room for %d", reqs)
 	}
 }

@@ -35,6 +35,8 @@
 //     MaxPhyOffset are ignored, and a key already indexed for the message at
 //     MaxPhyOffset (several keys share one message's offset) is not added
 //     twice. Offsets must therefore be put in non-decreasing order.
+//     PutHash(KeyHash(topic, key), phy, ts) is Put(KeyOf(topic, key), phy,
+//     ts) from the key's parts: an entry keeps only the hash.
 //   - Query returns phy offsets newest first (newest file first, then down a
 //     slot's chain). Matching is on the key's hash only: different keys may
 //     collide, so the caller re-checks the key on the loaded messages. Time is

@@ -74,6 +74,31 @@ func TestKeyHash(t *testing.T) {
 	}
 }
 
+// TestKeyHashOfParts: the hash of a key's parts is the hash of KeyOf's
+// string, for ASCII, multi-byte, surrogate-pair and invalid UTF-8 keys and
+// topics (a topic ending in a torn sequence included); FuzzKeyHash
+// explores further.
+func TestKeyHashOfParts(t *testing.T) {
+	for _, tt := range []struct{ topic, key string }{
+		{"", ""}, {"TopicTest", "KEY1"}, {"t", "polygenelubricants"[2:]}, {"T", "é\U0001F600x"},
+		{"ab\xe2\x82", "\xac"}, {"topic", "\xff\xfe"}, {"TopicTest", "order-00000042"},
+	} {
+		if got, want := KeyHash(tt.topic, []byte(tt.key)), keyHash(KeyOf(tt.topic, tt.key)); got != want {
+			t.Errorf("KeyHash(%q, %q) = %d, keyHash of KeyOf %d", tt.topic, tt.key, got, want)
+		}
+	}
+}
+
+func FuzzKeyHash(f *testing.F) {
+	f.Add("TopicTest", []byte("KEY1"))
+	f.Add("ab\xe2\x82", []byte("\xac\U0001F600"))
+	f.Fuzz(func(t *testing.T, topic string, key []byte) {
+		if got, want := KeyHash(topic, key), keyHash(KeyOf(topic, string(key))); got != want {
+			t.Fatalf("KeyHash(%q, %q) = %d, keyHash of KeyOf %d", topic, key, got, want)
+		}
+	})
+}
+
 func TestKeyOf(t *testing.T) {
 	if got := KeyOf("TopicTest", "KEY1"); got != "TopicTest#KEY1" {
 		t.Fatalf("KeyOf = %q", got)

@@ -195,17 +195,29 @@ func (x *Index) createFile(storeTs int64) (*indexFile, error) {
 // rebuild); offsets must come in non-decreasing order. A full file rolls to a
 // new one.
 func (x *Index) Put(key string, phyOffset, storeTimestampMs int64) error {
+	if phyOffset < 0 && !x.closed {
+		return fmt.Errorf("index: put %q: negative phy offset %d", key, phyOffset)
+	}
+	return x.PutHash(keyHash(key), phyOffset, storeTimestampMs)
+}
+
+// PutHash is Put of a key whose hash is h (KeyHash, or keyHash of the full
+// key): what the index stores of a key is its hash, so a caller that has
+// the key's parts need not build the "topic#key" string.
+func (x *Index) PutHash(h int32, phyOffset, storeTimestampMs int64) error {
 	if x.closed {
 		return ErrClosed
 	}
 	if phyOffset < 0 {
-		return fmt.Errorf("index: put %q: negative phy offset %d", key, phyOffset)
+		return fmt.Errorf("index: put: negative phy offset %d", phyOffset)
+	}
+	if h < 0 {
+		return fmt.Errorf("index: put: negative key hash %d", h)
 	}
 	maxPhy := x.MaxPhyOffset()
 	if phyOffset < maxPhy {
 		return nil
 	}
-	h := keyHash(key)
 	if phyOffset == maxPhy && x.indexedAtMax(h, phyOffset) {
 		return nil
 	}

@@ -193,6 +193,28 @@ func TestCollisions(t *testing.T) {
 	})
 }
 
+// TestPutHash: a key put by the hash of its parts is found by its full
+// key, is idempotent at the newest offset as Put is, and a hash no key can
+// have is refused.
+func TestPutHash(t *testing.T) {
+	x := mustOpen(t, vfs.NewMem(), "/store/index", Options{SlotNum: 7, IndexNum: 64})
+	defer x.Close()
+	for _, phy := range []int64{100, 200, 200} {
+		if err := x.PutHash(KeyHash("T", []byte("k1")), phy, t0+phy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mustQuery(t, x, KeyOf("T", "k1"), 0, t0+1000, 10); !slices.Equal(got, []int64{200, 100}) {
+		t.Fatalf("query: %v, want [200 100]", got)
+	}
+	if err := x.PutHash(-1, 300, t0+300); err == nil {
+		t.Fatal("a negative hash was put")
+	}
+	if err := x.PutHash(KeyHash("T", nil), -1, t0); err == nil {
+		t.Fatal("a negative offset was put")
+	}
+}
+
 func TestTimeRangeAndMax(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		x := mustOpen(t, fsys, dir, Options{SlotNum: 7, IndexNum: 64})
