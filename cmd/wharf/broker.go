@@ -174,6 +174,7 @@ func runBroker(ctx context.Context, c brokerconf.Config, log *slog.Logger) error
 func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m actors.Metrics, ms *metricsServer) (again bool, err error) {
 	sc := c.StoreConfig()
 	tuneGC(log)
+	tuneProcs(log)
 	log.Info("opening store", "dir", sc.StorePathRootDir)
 	started := time.Now()
 	store, rep, err := storage.Open(vfs.NewOS(), sc)
