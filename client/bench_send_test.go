@@ -1,0 +1,163 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/wharfmq/wharf/protocol"
+)
+
+// serveSends is a broker reduced to its wire: it answers every SEND with
+// a stored SendResponse, every SEND_BATCH with one id per message and
+// GET_ALL_TOPIC_CONFIG with the topic "bench" of 4 queues, writing the
+// answers to what one read brought in one write (as the broker does),
+// until nc is closed. It allocates nothing per frame, so that a
+// benchmark's allocs/op are the client's.
+func serveSends(nc net.Conn) {
+	defer nc.Close()
+	br := bufio.NewReaderSize(nc, 64<<10)
+	var out, frame []byte
+	var offset int64
+	var f protocol.Frame
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = "0A00000100002A9F0000000200000000"
+	}
+	for {
+		var prefix [protocol.PrefixSize]byte
+		if _, err := io.ReadFull(br, prefix[:]); err != nil {
+			return
+		}
+		n := 4 + int(binary.BigEndian.Uint32(prefix[:]))
+		if cap(frame) < n {
+			frame = make([]byte, n)
+		}
+		frame = frame[:n]
+		copy(frame, prefix[:])
+		if _, err := io.ReadFull(br, frame[protocol.PrefixSize:]); err != nil {
+			return
+		}
+		if err := protocol.DecodeFrameInto(&f, frame, protocol.Limits{}); err != nil {
+			return
+		}
+		if !f.IsOneway() {
+			out = appendSendAnswer(out, &f, ids, &offset)
+		}
+		if br.Buffered() > 0 {
+			continue // answer the burst in one write
+		}
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+		out = out[:0]
+	}
+}
+
+// appendSendAnswer appends serveSends' answer to f.
+func appendSendAnswer(out []byte, f *protocol.Frame, ids []string, offset *int64) []byte {
+	var resp protocol.Fields
+	switch f.Code {
+	case protocol.CodeSendMessage:
+		resp = &protocol.SendResponse{MsgID: ids[0], QueueID: 1, QueueOffset: *offset}
+		*offset++
+	case protocol.CodeSendBatchMessage:
+		n := msgpackArrayLen(f.Body) // the body: an array of messages
+		if n < 0 || n > len(ids) {
+			return protocol.AppendErrorResponse(out, f.Code, f.Opaque, protocol.StatusFrameIllegal, "batch")
+		}
+		resp = &protocol.SendBatchResponse{QueueID: 1, QueueOffset: *offset, MsgIDs: ids[:n]}
+		*offset += int64(n)
+	case protocol.CodeGetAllTopicConfig:
+		resp = &protocol.TopicListResponse{Topics: []protocol.TopicConfig{{Topic: "bench", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}}}
+	}
+	b, err := protocol.AppendResponse(out, f.Code, f.Opaque, protocol.StatusOK, "", resp)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// msgpackArrayLen is the length of the msgpack array b starts with (-1:
+// not an array).
+func msgpackArrayLen(b []byte) int {
+	switch {
+	case len(b) >= 1 && b[0]&0xf0 == 0x90:
+		return int(b[0] & 0x0f)
+	case len(b) >= 3 && b[0] == 0xdc:
+		return int(binary.BigEndian.Uint16(b[1:]))
+	case len(b) >= 5 && b[0] == 0xdd:
+		return int(binary.BigEndian.Uint32(b[1:]))
+	}
+	return -1
+}
+
+// sendServer listens on loopback and serves every connection with
+// serveSends; the returned func stops it.
+func sendServer(tb testing.TB) (addr string, stop func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { serveSends(nc) })
+		}
+	})
+	return ln.Addr().String(), func() { ln.Close(); wg.Wait() }
+}
+
+// BenchmarkSendAsync1KiB is the client's whole async send of a 1 KiB
+// message, 256 in flight on one connection, as the bench's async-256 load
+// makes it (internal/benchrun loadAsync: a new message per send, a
+// callback that releases a slot), against serveSends over loopback TCP.
+// The server's share is in the figure too: it is the same for every
+// client change, and cheaper than the broker's.
+func BenchmarkSendAsync1KiB(b *testing.B) {
+	for _, coalesce := range []bool{true, false} {
+		b.Run(fmt.Sprintf("coalesce=%v", coalesce), func(b *testing.B) {
+			addr, stop := sendServer(b)
+			defer stop()
+			p, err := NewProducer(addr, WithSendCoalescing(coalesce), WithRetries(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			body := make([]byte, 1024)
+			if _, err := p.Send(context.Background(), &protocol.Message{Topic: "bench", Body: body}); err != nil {
+				b.Fatal(err) // the route, fetched once
+			}
+			sem := make(chan struct{}, 256)
+			var failed error
+			var once sync.Once
+			b.ReportAllocs()
+			b.SetBytes(1024)
+			ctx := context.Background()
+			for b.Loop() {
+				sem <- struct{}{}
+				p.SendAsync(ctx, &protocol.Message{Topic: "bench", Body: body}, func(_ SendResult, err error) {
+					if err != nil {
+						once.Do(func() { failed = err })
+					}
+					<-sem
+				})
+			}
+			for range cap(sem) {
+				sem <- struct{}{}
+			}
+			if failed != nil {
+				b.Fatal(failed)
+			}
+		})
+	}
+}
