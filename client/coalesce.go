@@ -39,22 +39,33 @@ type sendPart struct {
 	batched bool
 }
 
+// queuePicker picks the queue of a batch that opens.
+type queuePicker interface{ pick() int32 }
+
+// partHandler gets the outcome of one coalesced message.
+type partHandler interface{ part(sendPart) }
+
+// partFunc is a func as a partHandler.
+type partFunc func(sendPart)
+
+func (fn partFunc) part(sp sendPart) { fn(sp) }
+
 // openBatch is the batch being gathered on a session.
 type openBatch struct {
 	req      protocol.SendBatchRequest
-	parts    []func(sendPart)
+	parts    []partHandler
 	bytes    int
 	start    time.Time // of the earliest message
 	deadline time.Time // the earliest deadline of its messages
 }
 
 // sendCoalesced queues msg, for a SEND to topic, in the session's open
-// batch (opening one, on the queue pick returns, if there is none for
+// batch (opening one, on the queue q picks, if there is none for
 // topic) and wakes the writer. done gets the outcome on the conn's
 // callback goroutine, exactly once. The answer is awaited until
 // start+timeout, or ctx's deadline if earlier.
-func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Message, pick func() int32, born int64, start time.Time, timeout time.Duration, done func(sendPart)) {
-	fail := func(err error) { c.callbacks.run(func() { done(sendPart{err: err}) }) }
+func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Message, q queuePicker, born int64, start time.Time, timeout time.Duration, done partHandler) {
+	fail := func(err error) { c.callbacks.run(func() { done.part(sendPart{err: err}) }) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(protocol.CodeSendMessage, start, err))
 		return
@@ -92,7 +103,7 @@ func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Me
 	kick := b == nil
 	if kick {
 		b = &openBatch{
-			req:   protocol.SendBatchRequest{ProducerGroup: group, Topic: msg.Topic, QueueID: pick(), BornTimestamp: born},
+			req:   protocol.SendBatchRequest{ProducerGroup: group, Topic: msg.Topic, QueueID: q.pick(), BornTimestamp: born},
 			start: start, deadline: deadline,
 		}
 		s.open = b
@@ -149,26 +160,26 @@ func (s *session) sealLocked() {
 		s.wbuf = out[:at]
 		err = fmt.Errorf("wharf client: %v request: %w", code, err)
 		for _, p := range b.parts {
-			c.callbacks.run(func() { p(sendPart{err: err}) })
+			c.callbacks.run(func() { p.part(sendPart{err: err}) })
 		}
 		return
 	}
 	s.wbuf = out
 	parts := b.parts
-	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: func(f *protocol.Frame, err error) {
+	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: answerFunc(func(f *protocol.Frame, err error) {
 		switch {
 		case err != nil:
 			for _, p := range parts {
-				p(sendPart{err: err})
+				p.part(sendPart{err: err})
 			}
 		case !f.Status.Stored():
 			for _, p := range parts {
-				p(sendPart{f: f, batched: !single})
+				p.part(sendPart{f: f, batched: !single})
 			}
 		case single:
 			sp := sendPart{f: f}
-			sp.err = c.decode(f, &sp.resp)
-			parts[0](sp)
+			sp.err = c.decodeSend(f, &sp.resp)
+			parts[0].part(sp)
 		default:
 			var resp protocol.SendBatchResponse
 			derr := c.decode(f, &resp)
@@ -180,9 +191,9 @@ func (s *session) sealLocked() {
 						sp.resp.MsgID = resp.MsgIDs[i]
 					}
 				}
-				p(sp)
+				p.part(sp)
 			}
 		}
-	}}
+	})}
 	s.async++
 }

@@ -51,15 +51,43 @@ type conn struct {
 // goroutine of its own (started when work arrives, ended when there is
 // none): a callback may block or call into the client without stalling the
 // connection's reader, and the reader never blocks handing one over.
+// A completion is queued as a value (an answer and its handler, or a
+// func), so that handing an answer over allocates nothing.
 type callbackRunner struct {
 	mu      sync.Mutex
-	queue   []func()
+	queue   []completion
+	spare   []completion // the last loop's slice, for the next one
 	running bool
 }
 
-func (r *callbackRunner) run(fn func()) {
+// completion is one queued callback: to.answered(f, err), or fn if to is nil.
+type completion struct {
+	to  answerer
+	f   *protocol.Frame
+	err error
+	fn  func()
+}
+
+// answerer handles the answer to an async call (f), or its failure (err).
+type answerer interface {
+	answered(f *protocol.Frame, err error)
+}
+
+// answerFunc is a func as an answerer.
+type answerFunc func(*protocol.Frame, error)
+
+func (fn answerFunc) answered(f *protocol.Frame, err error) { fn(f, err) }
+
+func (r *callbackRunner) run(fn func()) { r.push(completion{fn: fn}) }
+
+// answer queues to.answered(f, err).
+func (r *callbackRunner) answer(to answerer, f *protocol.Frame, err error) {
+	r.push(completion{to: to, f: f, err: err})
+}
+
+func (r *callbackRunner) push(c completion) {
 	r.mu.Lock()
-	r.queue = append(r.queue, fn)
+	r.queue = append(r.queue, c)
 	if r.running {
 		r.mu.Unlock()
 		return
@@ -70,19 +98,27 @@ func (r *callbackRunner) run(fn func()) {
 }
 
 func (r *callbackRunner) loop() {
-	var batch []func()
+	r.mu.Lock()
+	batch := r.spare
+	r.spare = nil
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		if len(r.queue) == 0 {
 			r.running = false
+			r.spare = batch[:0]
 			r.mu.Unlock()
 			return
 		}
 		batch, r.queue = r.queue, batch[:0]
 		r.mu.Unlock()
-		for i, fn := range batch {
-			fn()
-			batch[i] = nil
+		for i, c := range batch {
+			if c.to != nil {
+				c.to.answered(c.f, c.err)
+			} else {
+				c.fn()
+			}
+			batch[i] = completion{}
 		}
 	}
 }
@@ -113,7 +149,7 @@ type session struct {
 // waits on ch; an async call has done run on the conn's callback goroutine.
 type pendingCall struct {
 	ch       chan *protocol.Frame
-	done     func(*protocol.Frame, error)
+	done     answerer
 	code     protocol.Code
 	start    time.Time
 	deadline time.Time
@@ -400,14 +436,16 @@ func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Dura
 	}
 }
 
-// callAsync sends req and returns at once; done gets the response frame or
-// the error (as call would return them) on the conn's callback goroutine,
-// exactly once. The answer is awaited until start+timeout, or ctx's
-// deadline if that is earlier; cancelling ctx after callAsync returned does not
-// withdraw the request.
-func (c *conn) callAsync(ctx context.Context, req protocol.Request, start time.Time, timeout time.Duration, done func(*protocol.Frame, error)) {
-	code := req.RequestCode()
-	fail := func(err error) { c.callbacks.run(func() { done(nil, err) }) }
+// callAsync sends req and returns at once; pc.done gets the response frame
+// or the error (as call would return them) on the conn's callback
+// goroutine, exactly once. The answer is awaited until pc.start+timeout, or
+// ctx's deadline if that is earlier; cancelling ctx after callAsync
+// returned does not withdraw the request. pc (with done and start set) is
+// the caller's, so that it can live inside the caller's state of the send:
+// callAsync sets the rest.
+func (c *conn) callAsync(ctx context.Context, req protocol.Request, pc *pendingCall, timeout time.Duration) {
+	code, start := req.RequestCode(), pc.start
+	fail := func(err error) { c.callbacks.answer(pc.done, nil, err) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(code, start, err))
 		return
@@ -421,7 +459,7 @@ func (c *conn) callAsync(ctx context.Context, req protocol.Request, start time.T
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	pc := &pendingCall{done: done, code: code, start: start, deadline: deadline}
+	pc.code, pc.deadline = code, deadline
 	if _, err := s.enqueue(ctx, 0, req, pc); err != nil {
 		fail(c.enqueueErr(code, start, err))
 	}
@@ -484,7 +522,7 @@ func (s *session) fail(err error) {
 			}
 		}
 		s.async = 0
-		var open []func(sendPart)
+		var open []partHandler
 		var openStart time.Time
 		if s.open != nil {
 			open, openStart, s.open = s.open.parts, s.open.start, nil
@@ -498,12 +536,12 @@ func (s *session) fail(err error) {
 		s.nc.Close()
 		for _, pc := range async {
 			e := s.c.wrapErr(pc.code, pc.start, err)
-			s.c.callbacks.run(func() { pc.done(nil, e) })
+			s.c.callbacks.answer(pc.done, nil, e)
 		}
 		if len(open) > 0 {
 			e := s.c.wrapErr(protocol.CodeSendMessage, openStart, err)
 			for _, p := range open {
-				s.c.callbacks.run(func() { p(sendPart{err: e}) })
+				s.c.callbacks.run(func() { p.part(sendPart{err: e}) })
 			}
 		}
 		if s.c.onDown != nil && !errors.Is(err, ErrClosed) {
@@ -525,8 +563,7 @@ func (s *session) expire(now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, pc := range late {
-		e := s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded)
-		s.c.callbacks.run(func() { pc.done(nil, e) })
+		s.c.callbacks.answer(pc.done, nil, s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded))
 	}
 }
 
@@ -639,7 +676,7 @@ func (s *session) readLoop() {
 			continue
 		}
 		if pc.done != nil {
-			s.c.callbacks.run(func() { pc.done(f, nil) })
+			s.c.callbacks.answer(pc.done, f, nil)
 		} else {
 			pc.ch <- f // buffered 1, one response per opaque
 		}

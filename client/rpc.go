@@ -32,6 +32,15 @@ func (c *conn) decode(f *protocol.Frame, into protocol.Fields) error {
 	return nil
 }
 
+// decodeSend is decode of a SEND's answer, by a concrete call: resp stays
+// on the caller's stack.
+func (c *conn) decodeSend(f *protocol.Frame, resp *protocol.SendResponse) error {
+	if err := protocol.DecodeSendResponse(f, c.o.limits, resp); err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return nil
+}
+
 func (c *conn) listTopics(ctx context.Context) ([]protocol.TopicConfig, error) {
 	var resp protocol.TopicListResponse
 	if _, err := c.do(ctx, &protocol.ListTopicsRequest{}, &resp, c.o.timeout); err != nil {

@@ -290,6 +290,15 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("DecodeSendInto: %v %+v %v; DecodeRequest: %+v %v", ok, got, gerr, want, werr)
 			}
 		}
+		// As the answer to a SEND: DecodeSendResponse decodes what
+		// DecodeResponse does, with the same error.
+		answer := *fr
+		answer.Code = CodeSendMessage
+		var wantResp, gotResp SendResponse
+		werr = DecodeResponse(&answer, lim, &wantResp)
+		if gerr := DecodeSendResponse(&answer, lim, &gotResp); fmt.Sprint(gerr) != fmt.Sprint(werr) || gotResp != wantResp {
+			t.Fatalf("DecodeSendResponse: %+v %v; DecodeResponse: %+v %v", gotResp, gerr, wantResp, werr)
+		}
 		if a := allocated(func() { decodeAsEverything(fr, lim) }); a > uint64(len(codeNames))*2*allocBound(n) {
 			t.Fatalf("decoding %d bytes as every type allocated %d", n, a)
 		}
