@@ -630,6 +630,7 @@ func (s *session) readLoop() {
 	br := bufio.NewReaderSize(s.nc, 64<<10)
 	lim := s.c.o.limits
 	var prefix [protocol.PrefixSize]byte
+	var arena frameArena
 	for {
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			s.fail(err)
@@ -641,19 +642,20 @@ func (s *session) readLoop() {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
-		// Every frame gets a buffer of its own, never reused: a decoded
-		// answer aliases it (a pull answer's bodies and properties are
-		// sub-slices of it, copied nowhere), for as long as the caller
-		// holds on to the messages.
+		// No frame's buffer is ever reused: a decoded answer aliases it
+		// (a pull answer's bodies and properties are sub-slices of it,
+		// copied nowhere), for as long as the caller holds on to the
+		// messages. Small answers without a body share chunks
+		// (readbuf.go).
 		length := binary.BigEndian.Uint32(prefix[:4])
-		buf := make([]byte, 4+int(length))
+		buf := arena.buf(4+int(length), int(binary.BigEndian.Uint32(prefix[4:])))
 		copy(buf, prefix[:])
 		if err := readRest(br, s.nc, buf[protocol.PrefixSize:]); err != nil {
 			s.fail(err)
 			return
 		}
-		f, err := protocol.DecodeFrame(buf, lim)
-		if err != nil {
+		f := arena.frame()
+		if err := protocol.DecodeFrameInto(f, buf, lim); err != nil {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
