@@ -182,7 +182,7 @@ func (s *session) sealLocked() {
 			parts[0].part(sp)
 		default:
 			var resp protocol.SendBatchResponse
-			derr := c.decode(f, &resp)
+			derr := c.decodeSendBatch(f, &resp)
 			for i, p := range parts {
 				sp := sendPart{f: f, err: derr, batched: true}
 				if derr == nil {

@@ -666,7 +666,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 			return out, statusError(f)
 		}
 		var resp protocol.SendBatchResponse
-		if err := c.decode(f, &resp); err != nil {
+		if err := c.decodeSendBatch(f, &resp); err != nil {
 			return out, err // stored all the same: never resent
 		}
 		res.QueueID, res.QueueOffset, res.MsgIDs = resp.QueueID, resp.QueueOffset, resp.MsgIDs
