@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,8 +193,12 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 		}
 	})
 	stopClient := startClientProfile(filepath.Join(o.ProfileDir, name("client-cpu")))
+	writeClientAllocs(filepath.Join(o.ProfileDir, name("client-allocs-before")))
+	stopTrace := startClientTrace(filepath.Join(o.ProfileDir, name("client-trace.out")), o.ClientTrace)
 	return func() {
+		stopTrace()
 		stopClient()
+		writeClientAllocs(filepath.Join(o.ProfileDir, name("client-allocs-after")))
 		wg.Wait()
 		_ = b.profile(o.ProfileDir, name("allocs-after"), "allocs", 0)
 	}
@@ -213,6 +218,39 @@ func startClientProfile(path string) (stop func()) {
 		return func() {}
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// writeClientAllocs writes this process's allocation profile to path: the
+// window's allocations of the clients are the difference of the one
+// taken after it and the one before (go tool pprof -base).
+func writeClientAllocs(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// startClientTrace, for d > 0, writes a runtime/trace of this process to
+// path for d (or until the returned func is called, if sooner): where
+// the clients' goroutines waited, for the scheduling tails.
+func startClientTrace(path string, d time.Duration) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	var once sync.Once
+	end := func() { once.Do(func() { trace.Stop(); f.Close() }) }
+	t := time.AfterFunc(d, end)
+	return func() { t.Stop(); end() }
 }
 
 // runSyncMaster compares SYNC_MASTER with ASYNC_MASTER (each with one
