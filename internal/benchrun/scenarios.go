@@ -194,7 +194,7 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 	})
 	stopClient := startClientProfile(filepath.Join(o.ProfileDir, name("client-cpu")))
 	writeClientAllocs(filepath.Join(o.ProfileDir, name("client-allocs-before")))
-	stopTrace := startClientTrace(filepath.Join(o.ProfileDir, name("client-trace.out")), o.ClientTrace)
+	stopTrace := startClientTrace(filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%d-client.trace", base, size)), o.ClientTrace)
 	return func() {
 		stopTrace()
 		stopClient()
