@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -157,6 +159,65 @@ func BenchmarkSendAsync1KiB(b *testing.B) {
 			}
 			if failed != nil {
 				b.Fatal(failed)
+			}
+		})
+	}
+}
+
+// TestSendAsyncAllocations bounds what one async send allocates, whole
+// process (client, serveSends and this test's message and callback), as
+// BenchmarkSendAsync1KiB measures it: the message's properties map and
+// UNIQ_KEY, the send's state, its answer's message id, and per batch or
+// per read chunk a little more. A closure or a box per send or per answer
+// coming back takes it past the bound.
+func TestSendAsyncAllocations(t *testing.T) {
+	for _, tt := range []struct {
+		coalesce bool
+		max      float64
+	}{{true, 8}, {false, 11}} {
+		t.Run(fmt.Sprintf("coalesce=%v", tt.coalesce), func(t *testing.T) {
+			addr, stop := sendServer(t)
+			defer stop()
+			p, err := NewProducer(addr, WithSendCoalescing(tt.coalesce), WithRetries(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			body := make([]byte, 1024)
+			if _, err := p.Send(t.Context(), &protocol.Message{Topic: "bench", Body: body}); err != nil {
+				t.Fatal(err)
+			}
+			sem := make(chan struct{}, 256)
+			var failed atomic.Value
+			send := func() {
+				sem <- struct{}{}
+				p.SendAsync(t.Context(), &protocol.Message{Topic: "bench", Body: body}, func(_ SendResult, err error) {
+					if err != nil {
+						failed.Store(err)
+					}
+					<-sem
+				})
+			}
+			for range 1000 { // warm: buffers, maps and chunks at their size
+				send()
+			}
+			const n = 5000
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for range n {
+				send()
+			}
+			for range cap(sem) {
+				sem <- struct{}{}
+			}
+			runtime.ReadMemStats(&m1)
+			if err := failed.Load(); err != nil {
+				t.Fatal(err)
+			}
+			got := float64(m1.Mallocs-m0.Mallocs) / n
+			t.Logf("%.2f allocations per async send", got)
+			if got > tt.max {
+				t.Fatalf("%.1f allocations per async send, want <= %v", got, tt.max)
 			}
 		})
 	}
