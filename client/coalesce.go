@@ -37,6 +37,9 @@ type sendPart struct {
 	// batched: the message went in a SEND_BATCH with others, so a refusal
 	// may be because of another message of the batch.
 	batched bool
+	// at is when the answer (or the failure) was handled; zero for a
+	// failure before the request went out.
+	at time.Time
 }
 
 // queuePicker picks the queue of a batch that opens.
@@ -105,7 +108,11 @@ func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Me
 		b = &openBatch{
 			req:   protocol.SendBatchRequest{ProducerGroup: group, Topic: msg.Topic, QueueID: q.pick(), BornTimestamp: born},
 			start: start, deadline: deadline,
+			// The last batch's size: a busy connection's batches grow
+			// to it without copying on the way.
+			parts: make([]partHandler, 0, max(s.lastBatch, 1)),
 		}
+		b.req.Messages, s.spareMsgs = s.spareMsgs, nil
 		s.open = b
 	}
 	b.req.Messages = append(b.req.Messages, *msg)
@@ -154,6 +161,7 @@ func (s *session) sealLocked() {
 			err = errorIncompleteFrame
 		}
 	}
+	s.recycle(b)
 	if err != nil {
 		// Every message passed Validate, and a batch is far below the
 		// frame limit: this is a bug, reported to each sender.
@@ -165,26 +173,43 @@ func (s *session) sealLocked() {
 		return
 	}
 	s.wbuf = out
-	parts := b.parts
-	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: answerFunc(func(f *protocol.Frame, err error) {
+	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: batchAnswer(c, b.parts, single)}
+	s.async++
+}
+
+// recycle keeps an encoded batch's message slice, its references
+// cleared, for the next batch (its bytes are in the write buffer now), and
+// its size as the next batch's capacity. s.mu must be held.
+func (s *session) recycle(b *openBatch) {
+	clear(b.req.Messages)
+	s.spareMsgs = b.req.Messages[:0]
+	s.lastBatch = len(b.parts)
+}
+
+// batchAnswer is the answerer of a coalesced request (a SEND if single,
+// else a SEND_BATCH): each part gets its message's share of the answer.
+// The clock is read once for the request: its parts' latencies end there.
+func batchAnswer(c *conn, parts []partHandler, single bool) answerFunc {
+	return func(f *protocol.Frame, err error) {
+		at := time.Now()
 		switch {
 		case err != nil:
 			for _, p := range parts {
-				p.part(sendPart{err: err})
+				p.part(sendPart{err: err, at: at})
 			}
 		case !f.Status.Stored():
 			for _, p := range parts {
-				p.part(sendPart{f: f, batched: !single})
+				p.part(sendPart{f: f, batched: !single, at: at})
 			}
 		case single:
-			sp := sendPart{f: f}
+			sp := sendPart{f: f, at: at}
 			sp.err = c.decodeSend(f, &sp.resp)
 			parts[0].part(sp)
 		default:
 			var resp protocol.SendBatchResponse
 			derr := c.decodeSendBatch(f, &resp)
 			for i, p := range parts {
-				sp := sendPart{f: f, err: derr, batched: true}
+				sp := sendPart{f: f, err: derr, batched: true, at: at}
 				if derr == nil {
 					sp.resp.QueueID, sp.resp.QueueOffset = resp.QueueID, resp.QueueOffset+int64(i)
 					if i < len(resp.MsgIDs) {
@@ -194,6 +219,5 @@ func (s *session) sealLocked() {
 				p.part(sp)
 			}
 		}
-	})}
-	s.async++
+	}
 }

@@ -143,6 +143,9 @@ type session struct {
 	pending map[uint32]*pendingCall
 	async   int        // async calls in pending (the writer sweeps their deadlines)
 	open    *openBatch // coalesced async sends not yet encoded (coalesce.go)
+	// The last encoded batch's message slice and size (coalesce.go).
+	spareMsgs []protocol.Message
+	lastBatch int
 }
 
 // pendingCall is a request waiting for its response: a blocking call

@@ -608,7 +608,9 @@ func (a *asyncSend) part(sp sendPart) {
 	p, ctx, msg := a.p, a.ctx, a.msg
 	out, err := outcome(sp.f, sp.err, &sp.resp, sp.err, &a.res)
 	to := sendpath.QueueRef{Broker: a.c.addr, QueueID: a.res.QueueID}
-	p.observe(to, a.now, sp.f)
+	if sp.f != nil {
+		p.observeAt(to, a.now, sp.at, sp.f)
+	}
 	d := p.decide(&a.send, to, out)
 	if d.Verdict != sendpath.Done && sp.batched && ctx.Err() == nil {
 		// (coalesced: no queue of the caller's, nor WithQueue)

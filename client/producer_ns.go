@@ -222,12 +222,18 @@ func (p *Producer) observe(to sendpath.QueueRef, start time.Time, f *protocol.Fr
 	if f == nil {
 		return
 	}
-	lat := time.Since(start)
+	p.observeAt(to, start, time.Now(), f)
+}
+
+// observeAt is observe with the answer's time already read (a batch's
+// messages share one).
+func (p *Producer) observeAt(to sendpath.QueueRef, start, now time.Time, f *protocol.Frame) {
+	lat := now.Sub(start)
 	if p.policy.AvoidForLatency(lat) <= 0 {
 		return
 	}
 	p.mu.Lock()
-	p.table.Observe(to.Broker, lat, time.Now())
+	p.table.Observe(to.Broker, lat, now)
 	p.mu.Unlock()
 }
 
