@@ -11,7 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/wharfmq/wharf/client/sendpath"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -19,9 +21,9 @@ import (
 // a stored SendResponse, every SEND_BATCH with one id per message and
 // GET_ALL_TOPIC_CONFIG with the topic "bench" of 4 queues, writing the
 // answers to what one read brought in one write (as the broker does),
-// until nc is closed. It allocates nothing per frame, so that a
-// benchmark's allocs/op are the client's.
-func serveSends(nc net.Conn) {
+// until nc is closed, each write delay after its read. It allocates
+// nothing per frame, so that a benchmark's allocs/op are the client's.
+func serveSends(nc net.Conn, delay time.Duration) {
 	defer nc.Close()
 	br := bufio.NewReaderSize(nc, 64<<10)
 	var out, frame []byte
@@ -54,6 +56,7 @@ func serveSends(nc net.Conn) {
 		if br.Buffered() > 0 {
 			continue // answer the burst in one write
 		}
+		time.Sleep(delay)
 		if _, err := nc.Write(out); err != nil {
 			return
 		}
@@ -101,7 +104,10 @@ func msgpackArrayLen(b []byte) int {
 
 // sendServer listens on loopback and serves every connection with
 // serveSends; the returned func stops it.
-func sendServer(tb testing.TB) (addr string, stop func()) {
+func sendServer(tb testing.TB) (addr string, stop func()) { return delayedSendServer(tb, 0) }
+
+// delayedSendServer is sendServer whose answers wait delay.
+func delayedSendServer(tb testing.TB, delay time.Duration) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -113,7 +119,7 @@ func sendServer(tb testing.TB) (addr string, stop func()) {
 			if err != nil {
 				return
 			}
-			wg.Go(func() { serveSends(nc) })
+			wg.Go(func() { serveSends(nc, delay) })
 		}
 	})
 	return ln.Addr().String(), func() { ln.Close(); wg.Wait() }
@@ -218,6 +224,46 @@ func TestSendAsyncAllocations(t *testing.T) {
 			t.Logf("%.2f allocations per async send", got)
 			if got > tt.max {
 				t.Fatalf("%.1f allocations per async send, want <= %v", got, tt.max)
+			}
+		})
+	}
+}
+
+// TestSlowAsyncAnswerAvoidsTheBroker: an async send's answer slower than
+// the fault table's first step latches its broker, coalesced or not: the
+// latency runs from the send to when the reader took the answer.
+func TestSlowAsyncAnswerAvoidsTheBroker(t *testing.T) {
+	for _, coalesce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("coalesce=%v", coalesce), func(t *testing.T) {
+			t.Parallel()
+			addr, stop := delayedSendServer(t, 100*time.Millisecond)
+			defer stop()
+			p, err := NewProducer(addr, WithSendCoalescing(coalesce), WithRetries(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Send(t.Context(), &protocol.Message{Topic: "bench", Body: []byte("route")}); err != nil {
+				t.Fatal(err)
+			}
+			// A fault table whose first step the server's delay passes,
+			// fresh (the Send above latched the old one) but for the route.
+			p.mu.Lock()
+			p.policy.Latency = []sendpath.LatencyStep{{Over: 50 * time.Millisecond, AvoidFor: time.Minute}}
+			p.table = sendpath.NewTable(p.policy)
+			p.table.Update(sendpath.Route{Topic: "bench", Version: 1, Fetched: time.Now(), Queues: sendpath.Queues(addr, 4)})
+			before := p.table.Avoided(addr, time.Now())
+			p.mu.Unlock()
+			done := make(chan error, 1)
+			p.SendAsync(t.Context(), &protocol.Message{Topic: "bench", Body: []byte("x")}, func(_ SendResult, err error) { done <- err })
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			after := p.table.Avoided(addr, time.Now())
+			p.mu.Unlock()
+			if before || !after {
+				t.Fatalf("broker avoided before the send: %v, after its 100 ms answer: %v", before, after)
 			}
 		})
 	}

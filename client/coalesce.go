@@ -37,8 +37,7 @@ type sendPart struct {
 	// batched: the message went in a SEND_BATCH with others, so a refusal
 	// may be because of another message of the batch.
 	batched bool
-	// at is when the answer (or the failure) was handled; zero for a
-	// failure before the request went out.
+	// at is when the reader took the answer (zero without one).
 	at time.Time
 }
 
@@ -188,10 +187,9 @@ func (s *session) recycle(b *openBatch) {
 
 // batchAnswer is the answerer of a coalesced request (a SEND if single,
 // else a SEND_BATCH): each part gets its message's share of the answer.
-// The clock is read once for the request: its parts' latencies end there.
+// Its parts' latencies end when the reader took the answer.
 func batchAnswer(c *conn, parts []partHandler, single bool) answerFunc {
-	return func(f *protocol.Frame, err error) {
-		at := time.Now()
+	return func(f *protocol.Frame, at time.Time, err error) {
 		switch {
 		case err != nil:
 			for _, p := range parts {

@@ -60,29 +60,33 @@ type callbackRunner struct {
 	running bool
 }
 
-// completion is one queued callback: to.answered(f, err), or fn if to is nil.
+// completion is one queued callback: to.answered(f, at, err), or fn if to
+// is nil.
 type completion struct {
 	to  answerer
 	f   *protocol.Frame
+	at  time.Time
 	err error
 	fn  func()
 }
 
-// answerer handles the answer to an async call (f), or its failure (err).
+// answerer handles the answer to an async call (f, read at about at: when
+// the reader took the bytes it came in), or its failure (err; f nil, at
+// zero).
 type answerer interface {
-	answered(f *protocol.Frame, err error)
+	answered(f *protocol.Frame, at time.Time, err error)
 }
 
 // answerFunc is a func as an answerer.
-type answerFunc func(*protocol.Frame, error)
+type answerFunc func(*protocol.Frame, time.Time, error)
 
-func (fn answerFunc) answered(f *protocol.Frame, err error) { fn(f, err) }
+func (fn answerFunc) answered(f *protocol.Frame, at time.Time, err error) { fn(f, at, err) }
 
 func (r *callbackRunner) run(fn func()) { r.push(completion{fn: fn}) }
 
-// answer queues to.answered(f, err).
-func (r *callbackRunner) answer(to answerer, f *protocol.Frame, err error) {
-	r.push(completion{to: to, f: f, err: err})
+// answer queues to.answered(f, at, err).
+func (r *callbackRunner) answer(to answerer, f *protocol.Frame, at time.Time, err error) {
+	r.push(completion{to: to, f: f, at: at, err: err})
 }
 
 func (r *callbackRunner) push(c completion) {
@@ -114,7 +118,7 @@ func (r *callbackRunner) loop() {
 		r.mu.Unlock()
 		for i, c := range batch {
 			if c.to != nil {
-				c.to.answered(c.f, c.err)
+				c.to.answered(c.f, c.at, c.err)
 			} else {
 				c.fn()
 			}
@@ -448,7 +452,7 @@ func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Dura
 // callAsync sets the rest.
 func (c *conn) callAsync(ctx context.Context, req protocol.Request, pc *pendingCall, timeout time.Duration) {
 	code, start := req.RequestCode(), pc.start
-	fail := func(err error) { c.callbacks.answer(pc.done, nil, err) }
+	fail := func(err error) { c.callbacks.answer(pc.done, nil, time.Time{}, err) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(code, start, err))
 		return
@@ -539,7 +543,7 @@ func (s *session) fail(err error) {
 		s.nc.Close()
 		for _, pc := range async {
 			e := s.c.wrapErr(pc.code, pc.start, err)
-			s.c.callbacks.answer(pc.done, nil, e)
+			s.c.callbacks.answer(pc.done, nil, time.Time{}, e)
 		}
 		if len(open) > 0 {
 			e := s.c.wrapErr(protocol.CodeSendMessage, openStart, err)
@@ -566,7 +570,7 @@ func (s *session) expire(now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, pc := range late {
-		s.c.callbacks.answer(pc.done, nil, s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded))
+		s.c.callbacks.answer(pc.done, nil, time.Time{}, s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded))
 	}
 }
 
@@ -634,10 +638,15 @@ func (s *session) readLoop() {
 	lim := s.c.o.limits
 	var prefix [protocol.PrefixSize]byte
 	var arena frameArena
+	var at time.Time // when the reader last took bytes from the connection
 	for {
+		fresh := br.Buffered() == 0
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			s.fail(err)
 			return
+		}
+		if fresh {
+			at = time.Now() // once per read, not per answer
 		}
 		// Every legal frame is longer than its 8-byte prefix, so Split
 		// sees both length words and checks them before we allocate.
@@ -681,7 +690,7 @@ func (s *session) readLoop() {
 			continue
 		}
 		if pc.done != nil {
-			s.c.callbacks.answer(pc.done, f, nil)
+			s.c.callbacks.answer(pc.done, f, at, nil)
 		} else {
 			pc.ch <- f // buffered 1, one response per opaque
 		}

@@ -519,9 +519,11 @@ func (a *asyncSend) finish(res SendResult, err error) {
 }
 
 // answered is the outcome of the first attempt of a send not coalesced.
-func (a *asyncAttempt) answered(f *protocol.Frame, err error) {
+func (a *asyncAttempt) answered(f *protocol.Frame, at time.Time, err error) {
 	p := a.p
-	p.observe(a.to, a.now, f)
+	if f != nil {
+		p.observeAt(a.to, a.now, at, f)
+	}
 	out, err := p.sendOutcome(a.c, f, err, &a.res)
 	d := p.decide(&a.send, a.to, out)
 	a.retry(d, err)

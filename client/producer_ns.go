@@ -225,8 +225,8 @@ func (p *Producer) observe(to sendpath.QueueRef, start time.Time, f *protocol.Fr
 	p.observeAt(to, start, time.Now(), f)
 }
 
-// observeAt is observe with the answer's time already read (a batch's
-// messages share one).
+// observeAt is observe of an answer taken from the connection at now (the
+// reader reads the clock once per read, not per answer).
 func (p *Producer) observeAt(to sendpath.QueueRef, start, now time.Time, f *protocol.Frame) {
 	lat := now.Sub(start)
 	if p.policy.AvoidForLatency(lat) <= 0 {
