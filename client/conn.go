@@ -638,15 +638,18 @@ func (s *session) readLoop() {
 	lim := s.c.o.limits
 	var prefix [protocol.PrefixSize]byte
 	var arena frameArena
-	var at time.Time // when the reader last took bytes from the connection
+	// at is about when the reader last took bytes from the connection,
+	// for the async answers they brought: read once per read, and only
+	// if one of its answers is async (a blocking call reads its own).
+	var at time.Time
+	stale := true
 	for {
-		fresh := br.Buffered() == 0
+		if br.Buffered() < protocol.PrefixSize {
+			stale = true // the prefix takes a read
+		}
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			s.fail(err)
 			return
-		}
-		if fresh {
-			at = time.Now() // once per read, not per answer
 		}
 		// Every legal frame is longer than its 8-byte prefix, so Split
 		// sees both length words and checks them before we allocate.
@@ -660,6 +663,9 @@ func (s *session) readLoop() {
 		// messages. Small answers without a body share chunks
 		// (readbuf.go).
 		length := binary.BigEndian.Uint32(prefix[:4])
+		if br.Buffered() < int(length)-4 {
+			stale = true // so does the rest
+		}
 		buf := arena.buf(4+int(length), int(binary.BigEndian.Uint32(prefix[4:])))
 		copy(buf, prefix[:])
 		if err := readRest(br, s.nc, buf[protocol.PrefixSize:]); err != nil {
@@ -690,6 +696,9 @@ func (s *session) readLoop() {
 			continue
 		}
 		if pc.done != nil {
+			if stale {
+				at, stale = time.Now(), false
+			}
 			s.c.callbacks.answer(pc.done, f, at, nil)
 		} else {
 			pc.ch <- f // buffered 1, one response per opaque
