@@ -37,24 +37,37 @@ type sendPart struct {
 	// batched: the message went in a SEND_BATCH with others, so a refusal
 	// may be because of another message of the batch.
 	batched bool
+	// at is when the reader took the answer (zero without one).
+	at time.Time
 }
+
+// queuePicker picks the queue of a batch that opens.
+type queuePicker interface{ pick() int32 }
+
+// partHandler gets the outcome of one coalesced message.
+type partHandler interface{ part(sendPart) }
+
+// partFunc is a func as a partHandler.
+type partFunc func(sendPart)
+
+func (fn partFunc) part(sp sendPart) { fn(sp) }
 
 // openBatch is the batch being gathered on a session.
 type openBatch struct {
 	req      protocol.SendBatchRequest
-	parts    []func(sendPart)
+	parts    []partHandler
 	bytes    int
 	start    time.Time // of the earliest message
 	deadline time.Time // the earliest deadline of its messages
 }
 
 // sendCoalesced queues msg, for a SEND to topic, in the session's open
-// batch (opening one, on the queue pick returns, if there is none for
+// batch (opening one, on the queue q picks, if there is none for
 // topic) and wakes the writer. done gets the outcome on the conn's
 // callback goroutine, exactly once. The answer is awaited until
 // start+timeout, or ctx's deadline if earlier.
-func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Message, pick func() int32, born int64, start time.Time, timeout time.Duration, done func(sendPart)) {
-	fail := func(err error) { c.callbacks.run(func() { done(sendPart{err: err}) }) }
+func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Message, q queuePicker, born int64, start time.Time, timeout time.Duration, done partHandler) {
+	fail := func(err error) { c.callbacks.run(func() { done.part(sendPart{err: err}) }) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(protocol.CodeSendMessage, start, err))
 		return
@@ -92,9 +105,13 @@ func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Me
 	kick := b == nil
 	if kick {
 		b = &openBatch{
-			req:   protocol.SendBatchRequest{ProducerGroup: group, Topic: msg.Topic, QueueID: pick(), BornTimestamp: born},
+			req:   protocol.SendBatchRequest{ProducerGroup: group, Topic: msg.Topic, QueueID: q.pick(), BornTimestamp: born},
 			start: start, deadline: deadline,
+			// The last batch's size: a busy connection's batches grow
+			// to it without copying on the way.
+			parts: make([]partHandler, 0, max(s.lastBatch, 1)),
 		}
+		b.req.Messages, s.spareMsgs = s.spareMsgs, nil
 		s.open = b
 	}
 	b.req.Messages = append(b.req.Messages, *msg)
@@ -143,46 +160,62 @@ func (s *session) sealLocked() {
 			err = errorIncompleteFrame
 		}
 	}
+	s.recycle(b)
 	if err != nil {
 		// Every message passed Validate, and a batch is far below the
 		// frame limit: this is a bug, reported to each sender.
 		s.wbuf = out[:at]
 		err = fmt.Errorf("wharf client: %v request: %w", code, err)
 		for _, p := range b.parts {
-			c.callbacks.run(func() { p(sendPart{err: err}) })
+			c.callbacks.run(func() { p.part(sendPart{err: err}) })
 		}
 		return
 	}
 	s.wbuf = out
-	parts := b.parts
-	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: func(f *protocol.Frame, err error) {
+	s.pending[opaque] = &pendingCall{code: code, start: b.start, deadline: b.deadline, done: batchAnswer(c, b.parts, single)}
+	s.async++
+}
+
+// recycle keeps an encoded batch's message slice, its references
+// cleared, for the next batch (its bytes are in the write buffer now), and
+// its size as the next batch's capacity. s.mu must be held.
+func (s *session) recycle(b *openBatch) {
+	clear(b.req.Messages)
+	s.spareMsgs = b.req.Messages[:0]
+	s.lastBatch = len(b.parts)
+}
+
+// batchAnswer is the answerer of a coalesced request (a SEND if single,
+// else a SEND_BATCH): each part gets its message's share of the answer.
+// Its parts' latencies end when the reader took the answer.
+func batchAnswer(c *conn, parts []partHandler, single bool) answerFunc {
+	return func(f *protocol.Frame, at time.Time, err error) {
 		switch {
 		case err != nil:
 			for _, p := range parts {
-				p(sendPart{err: err})
+				p.part(sendPart{err: err, at: at})
 			}
 		case !f.Status.Stored():
 			for _, p := range parts {
-				p(sendPart{f: f, batched: !single})
+				p.part(sendPart{f: f, batched: !single, at: at})
 			}
 		case single:
-			sp := sendPart{f: f}
-			sp.err = c.decode(f, &sp.resp)
-			parts[0](sp)
+			sp := sendPart{f: f, at: at}
+			sp.err = c.decodeSend(f, &sp.resp)
+			parts[0].part(sp)
 		default:
 			var resp protocol.SendBatchResponse
-			derr := c.decode(f, &resp)
+			derr := c.decodeSendBatch(f, &resp)
 			for i, p := range parts {
-				sp := sendPart{f: f, err: derr, batched: true}
+				sp := sendPart{f: f, err: derr, batched: true, at: at}
 				if derr == nil {
 					sp.resp.QueueID, sp.resp.QueueOffset = resp.QueueID, resp.QueueOffset+int64(i)
 					if i < len(resp.MsgIDs) {
 						sp.resp.MsgID = resp.MsgIDs[i]
 					}
 				}
-				p(sp)
+				p.part(sp)
 			}
 		}
-	}}
-	s.async++
+	}
 }

@@ -156,7 +156,7 @@ func TestOpenBatchFailsWithTheConnection(t *testing.T) {
 	s.open = &openBatch{req: protocol.SendBatchRequest{Topic: "T", QueueID: 1}, start: time.Now(), deadline: time.Now().Add(time.Minute)}
 	for range 3 {
 		s.open.req.Messages = append(s.open.req.Messages, *msg("T", "x"))
-		s.open.parts = append(s.open.parts, func(sp sendPart) { done <- sp.err })
+		s.open.parts = append(s.open.parts, partFunc(func(sp sendPart) { done <- sp.err }))
 	}
 	s.mu.Unlock()
 	s.fail(fmt.Errorf("test: connection broken"))

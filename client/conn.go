@@ -51,15 +51,47 @@ type conn struct {
 // goroutine of its own (started when work arrives, ended when there is
 // none): a callback may block or call into the client without stalling the
 // connection's reader, and the reader never blocks handing one over.
+// A completion is queued as a value (an answer and its handler, or a
+// func), so that handing an answer over allocates nothing.
 type callbackRunner struct {
 	mu      sync.Mutex
-	queue   []func()
+	queue   []completion
+	spare   []completion // the last loop's slice, for the next one
 	running bool
 }
 
-func (r *callbackRunner) run(fn func()) {
+// completion is one queued callback: to.answered(f, at, err), or fn if to
+// is nil.
+type completion struct {
+	to  answerer
+	f   *protocol.Frame
+	at  time.Time
+	err error
+	fn  func()
+}
+
+// answerer handles the answer to an async call (f, read at about at: when
+// the reader took the bytes it came in), or its failure (err; f nil, at
+// zero).
+type answerer interface {
+	answered(f *protocol.Frame, at time.Time, err error)
+}
+
+// answerFunc is a func as an answerer.
+type answerFunc func(*protocol.Frame, time.Time, error)
+
+func (fn answerFunc) answered(f *protocol.Frame, at time.Time, err error) { fn(f, at, err) }
+
+func (r *callbackRunner) run(fn func()) { r.push(completion{fn: fn}) }
+
+// answer queues to.answered(f, at, err).
+func (r *callbackRunner) answer(to answerer, f *protocol.Frame, at time.Time, err error) {
+	r.push(completion{to: to, f: f, at: at, err: err})
+}
+
+func (r *callbackRunner) push(c completion) {
 	r.mu.Lock()
-	r.queue = append(r.queue, fn)
+	r.queue = append(r.queue, c)
 	if r.running {
 		r.mu.Unlock()
 		return
@@ -70,19 +102,27 @@ func (r *callbackRunner) run(fn func()) {
 }
 
 func (r *callbackRunner) loop() {
-	var batch []func()
+	r.mu.Lock()
+	batch := r.spare
+	r.spare = nil
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		if len(r.queue) == 0 {
 			r.running = false
+			r.spare = batch[:0]
 			r.mu.Unlock()
 			return
 		}
 		batch, r.queue = r.queue, batch[:0]
 		r.mu.Unlock()
-		for i, fn := range batch {
-			fn()
-			batch[i] = nil
+		for i, c := range batch {
+			if c.to != nil {
+				c.to.answered(c.f, c.at, c.err)
+			} else {
+				c.fn()
+			}
+			batch[i] = completion{}
 		}
 	}
 }
@@ -107,13 +147,16 @@ type session struct {
 	pending map[uint32]*pendingCall
 	async   int        // async calls in pending (the writer sweeps their deadlines)
 	open    *openBatch // coalesced async sends not yet encoded (coalesce.go)
+	// The last encoded batch's message slice and size (coalesce.go).
+	spareMsgs []protocol.Message
+	lastBatch int
 }
 
 // pendingCall is a request waiting for its response: a blocking call
 // waits on ch; an async call has done run on the conn's callback goroutine.
 type pendingCall struct {
 	ch       chan *protocol.Frame
-	done     func(*protocol.Frame, error)
+	done     answerer
 	code     protocol.Code
 	start    time.Time
 	deadline time.Time
@@ -400,14 +443,16 @@ func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Dura
 	}
 }
 
-// callAsync sends req and returns at once; done gets the response frame or
-// the error (as call would return them) on the conn's callback goroutine,
-// exactly once. The answer is awaited until start+timeout, or ctx's
-// deadline if that is earlier; cancelling ctx after callAsync returned does not
-// withdraw the request.
-func (c *conn) callAsync(ctx context.Context, req protocol.Request, start time.Time, timeout time.Duration, done func(*protocol.Frame, error)) {
-	code := req.RequestCode()
-	fail := func(err error) { c.callbacks.run(func() { done(nil, err) }) }
+// callAsync sends req and returns at once; pc.done gets the response frame
+// or the error (as call would return them) on the conn's callback
+// goroutine, exactly once. The answer is awaited until pc.start+timeout, or
+// ctx's deadline if that is earlier; cancelling ctx after callAsync
+// returned does not withdraw the request. pc (with done and start set) is
+// the caller's, so that it can live inside the caller's state of the send:
+// callAsync sets the rest.
+func (c *conn) callAsync(ctx context.Context, req protocol.Request, pc *pendingCall, timeout time.Duration) {
+	code, start := req.RequestCode(), pc.start
+	fail := func(err error) { c.callbacks.answer(pc.done, nil, time.Time{}, err) }
 	if err := ctx.Err(); err != nil {
 		fail(c.wrapErr(code, start, err))
 		return
@@ -421,7 +466,7 @@ func (c *conn) callAsync(ctx context.Context, req protocol.Request, start time.T
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	pc := &pendingCall{done: done, code: code, start: start, deadline: deadline}
+	pc.code, pc.deadline = code, deadline
 	if _, err := s.enqueue(ctx, 0, req, pc); err != nil {
 		fail(c.enqueueErr(code, start, err))
 	}
@@ -484,7 +529,7 @@ func (s *session) fail(err error) {
 			}
 		}
 		s.async = 0
-		var open []func(sendPart)
+		var open []partHandler
 		var openStart time.Time
 		if s.open != nil {
 			open, openStart, s.open = s.open.parts, s.open.start, nil
@@ -498,12 +543,12 @@ func (s *session) fail(err error) {
 		s.nc.Close()
 		for _, pc := range async {
 			e := s.c.wrapErr(pc.code, pc.start, err)
-			s.c.callbacks.run(func() { pc.done(nil, e) })
+			s.c.callbacks.answer(pc.done, nil, time.Time{}, e)
 		}
 		if len(open) > 0 {
 			e := s.c.wrapErr(protocol.CodeSendMessage, openStart, err)
 			for _, p := range open {
-				s.c.callbacks.run(func() { p(sendPart{err: e}) })
+				s.c.callbacks.run(func() { p.part(sendPart{err: e}) })
 			}
 		}
 		if s.c.onDown != nil && !errors.Is(err, ErrClosed) {
@@ -525,8 +570,7 @@ func (s *session) expire(now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, pc := range late {
-		e := s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded)
-		s.c.callbacks.run(func() { pc.done(nil, e) })
+		s.c.callbacks.answer(pc.done, nil, time.Time{}, s.c.wrapErr(pc.code, pc.start, context.DeadlineExceeded))
 	}
 }
 
@@ -593,7 +637,16 @@ func (s *session) readLoop() {
 	br := bufio.NewReaderSize(s.nc, 64<<10)
 	lim := s.c.o.limits
 	var prefix [protocol.PrefixSize]byte
+	var arena frameArena
+	// at is about when the reader last took bytes from the connection,
+	// for the async answers they brought: read once per read, and only
+	// if one of its answers is async (a blocking call reads its own).
+	var at time.Time
+	stale := true
 	for {
+		if br.Buffered() < protocol.PrefixSize {
+			stale = true // the prefix takes a read
+		}
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			s.fail(err)
 			return
@@ -604,19 +657,23 @@ func (s *session) readLoop() {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
-		// Every frame gets a buffer of its own, never reused: a decoded
-		// answer aliases it (a pull answer's bodies and properties are
-		// sub-slices of it, copied nowhere), for as long as the caller
-		// holds on to the messages.
+		// No frame's buffer is ever reused: a decoded answer aliases it
+		// (a pull answer's bodies and properties are sub-slices of it,
+		// copied nowhere), for as long as the caller holds on to the
+		// messages. Small answers without a body share chunks
+		// (readbuf.go).
 		length := binary.BigEndian.Uint32(prefix[:4])
-		buf := make([]byte, 4+int(length))
+		if br.Buffered() < int(length)-4 {
+			stale = true // so does the rest
+		}
+		buf := arena.buf(4+int(length), int(binary.BigEndian.Uint32(prefix[4:])))
 		copy(buf, prefix[:])
 		if err := readRest(br, s.nc, buf[protocol.PrefixSize:]); err != nil {
 			s.fail(err)
 			return
 		}
-		f, err := protocol.DecodeFrame(buf, lim)
-		if err != nil {
+		f := arena.frame()
+		if err := protocol.DecodeFrameInto(f, buf, lim); err != nil {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
@@ -639,7 +696,10 @@ func (s *session) readLoop() {
 			continue
 		}
 		if pc.done != nil {
-			s.c.callbacks.run(func() { pc.done(f, nil) })
+			if stale {
+				at, stale = time.Now(), false
+			}
+			s.c.callbacks.answer(pc.done, f, at, nil)
 		} else {
 			pc.ch <- f // buffered 1, one response per opaque
 		}

@@ -191,6 +191,16 @@ func (p *Producer) prepareAt(msg *protocol.Message, now time.Time) error {
 
 func (p *Producer) sendOpts(opts []SendOption) sendOptions {
 	so := sendOptions{queue: p.o.queue}
+	if len(opts) > 0 {
+		so = applySendOptions(so, opts)
+	}
+	return so
+}
+
+// applySendOptions is sendOpts' loop, apart: the options get a pointer to
+// the options they change, which moves them to the heap, and a send
+// without options should not pay for that.
+func applySendOptions(so sendOptions, opts []SendOption) sendOptions {
 	for _, o := range opts {
 		o(&so)
 	}
@@ -200,12 +210,18 @@ func (p *Producer) sendOpts(opts []SendOption) sendOptions {
 // begin starts the core's plan of one send to topic; ctx's deadline ends
 // its retries. (Table.Begin touches no shared state: no lock.)
 func (p *Producer) begin(ctx context.Context, topic string, so sendOptions) *sendpath.Send {
+	s := p.plan(ctx, topic, so)
+	return &s
+}
+
+// plan is begin's Send as a value (see sendpath.Table.Plan).
+func (p *Producer) plan(ctx context.Context, topic string, so sendOptions) sendpath.Send {
 	to := sendpath.AnyQueue
 	if so.queue >= 0 {
 		to = sendpath.QueueRef{QueueID: so.queue}
 	}
 	deadline, _ := ctx.Deadline()
-	return p.table.Begin(topic, to, deadline)
+	return p.table.Plan(topic, to, deadline)
 }
 
 // next is the core's next step for s at now, under the lock.
@@ -380,7 +396,7 @@ func (p *Producer) sendOutcome(c *conn, f *protocol.Frame, err error, res *SendR
 	var resp protocol.SendResponse
 	var derr error
 	if f.Status.Stored() {
-		derr = c.decode(f, &resp)
+		derr = c.decodeSend(f, &resp)
 	}
 	return outcome(f, nil, &resp, derr, res)
 }
@@ -440,38 +456,87 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 	}
 	p.wg.Add(1)
 	p.mu.Unlock()
-	finish := func(res SendResult, err error) {
-		defer p.wg.Done()
-		callback(res, err)
-	}
-	s := p.begin(ctx, msg.Topic, so)
+	base := asyncSend{p: p, ctx: ctx, msg: msg, now: now, callback: callback,
+		res: SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}}
+	base.send = p.plan(ctx, msg.Topic, so)
 	if p.o.coalesce && so.queue < 0 && !delayed(msg) && p.fresh(msg.Topic, now) {
-		p.sendCoalesced(ctx, msg, so, s, now, finish)
+		a := new(asyncSend)
+		*a = base
+		p.sendCoalesced(a)
 		return
 	}
-	st := p.next(s, now)
+	a := &asyncAttempt{asyncSend: base}
+	st := p.next(&a.send, now)
 	if st.Fetch {
 		// The topic's route must be fetched first: do the whole send on a
 		// goroutine of its own rather than block the caller.
-		go func() { finish(p.send(ctx, msg, s)) }()
+		go func() { a.finish(p.send(ctx, msg, &a.send)) }()
 		return
 	}
 	// The first attempt goes out from here and completes on the
 	// connection's callback goroutine: no goroutine and no timer per send.
 	// Only a failed attempt that may be retried moves to a goroutine.
-	res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
-	born := now.UnixMilli()
 	c, err := p.connFor(st.To)
 	if err != nil { // no writable queue: Send's path retries after a refresh
-		go func() { finish(p.send(ctx, msg, s)) }()
+		go func() { a.finish(p.send(ctx, msg, &a.send)) }()
 		return
 	}
-	c.callAsync(ctx, p.sendRequest(msg, st.To.QueueID, born), now, p.o.timeout, func(f *protocol.Frame, err error) {
-		p.observe(st.To, now, f)
-		out, err := p.sendOutcome(c, f, err, &res)
-		d := p.decide(s, st.To, out)
-		p.retryAsync(ctx, s, d, err, msg, born, &res, finish)
-	})
+	a.to, a.c = st.To, c
+	a.req = *p.sendRequest(msg, st.To.QueueID, now.UnixMilli())
+	a.pc = pendingCall{done: a, start: now}
+	c.callAsync(ctx, &a.req, &a.pc, p.o.timeout)
+}
+
+// asyncSend is the state of one SendAsync: its plan and its result, in
+// one allocation with what its first attempt needs (a busy producer makes
+// hundreds of thousands a second). Coalesced, it is the partHandler of
+// its message and the queuePicker of the batch it may open.
+type asyncSend struct {
+	p        *Producer
+	ctx      context.Context
+	msg      *protocol.Message
+	send     sendpath.Send
+	now      time.Time // the send's start; its born timestamp
+	callback func(SendResult, error)
+	res      SendResult
+	c        *conn              // of the first attempt
+	picked   *sendpath.QueueRef // coalesced on name-server routes: the queue picked with the broker
+}
+
+// asyncAttempt is an asyncSend whose first attempt is a SEND of its own:
+// the answerer of that attempt, with its request and pending call.
+type asyncAttempt struct {
+	asyncSend
+	to  sendpath.QueueRef
+	req protocol.SendRequest
+	pc  pendingCall
+}
+
+// finish reports the outcome to the caller.
+func (a *asyncSend) finish(res SendResult, err error) {
+	defer a.p.wg.Done()
+	a.callback(res, err)
+}
+
+// answered is the outcome of the first attempt of a send not coalesced.
+func (a *asyncAttempt) answered(f *protocol.Frame, at time.Time, err error) {
+	p := a.p
+	if f != nil {
+		p.observeAt(a.to, a.now, at, f)
+	}
+	out, err := p.sendOutcome(a.c, f, err, &a.res)
+	d := p.decide(&a.send, a.to, out)
+	a.retry(d, err)
+}
+
+// retry goes on after an attempt that ended with err and got decision d:
+// see retryAsync. The common case (no retry) makes no func value.
+func (a *asyncSend) retry(d sendpath.Decision, err error) {
+	if d.Verdict != sendpath.Retry || a.ctx.Err() != nil {
+		a.finish(a.res, err)
+		return
+	}
+	a.p.retryAsync(a.ctx, &a.send, d, err, a.msg, a.now.UnixMilli(), &a.res, a.finish)
 }
 
 // fresh reports whether topic's route is known and fresh at now.
@@ -505,41 +570,56 @@ func delayed(msg *protocol.Message) bool {
 }
 
 // sendCoalesced is SendAsync's path for a message that may share a
-// SEND_BATCH with others (see coalesce.go); s is its plan. A refusal of a
-// batch of several messages may be because of another message, so the
-// message is then sent again on its own, as by Send, with Send's retries.
-func (p *Producer) sendCoalesced(ctx context.Context, msg *protocol.Message, so sendOptions, s *sendpath.Send, now time.Time, finish func(SendResult, error)) {
-	born := now.UnixMilli()
-	c, pick := p.c, func() int32 { // the queue of a batch that opens
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.table.Pick(msg.Topic, now, "").QueueID
-	}
+// SEND_BATCH with others (see coalesce.go); a.send is its plan. A refusal
+// of a batch of several messages may be because of another message, so
+// the message is then sent again on its own, as by Send, with Send's
+// retries.
+func (p *Producer) sendCoalesced(a *asyncSend) {
+	c := p.c
 	if p.ns != nil {
 		// The broker first: the message joins that broker's open batch,
 		// or opens one on the queue picked.
 		p.mu.Lock()
-		q := p.table.Pick(msg.Topic, now, "")
+		q := p.table.Pick(a.msg.Topic, a.now, "")
 		p.mu.Unlock()
 		var err error
 		if c, err = p.connFor(q); err != nil {
-			go func() { finish(p.send(ctx, msg, s)) }()
+			go func() { a.finish(p.send(a.ctx, a.msg, &a.send)) }()
 			return
 		}
-		pick = func() int32 { return q.QueueID }
+		a.picked = &q
 	}
-	c.sendCoalesced(ctx, p.o.producerGroup, msg, pick, born, now, p.o.timeout, func(sp sendPart) {
-		res := SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}
-		out, err := outcome(sp.f, sp.err, &sp.resp, sp.err, &res)
-		to := sendpath.QueueRef{Broker: c.addr, QueueID: res.QueueID}
-		p.observe(to, now, sp.f)
-		d := p.decide(s, to, out)
-		if d.Verdict != sendpath.Done && sp.batched && ctx.Err() == nil {
-			go func() { finish(p.send(ctx, msg, p.begin(ctx, msg.Topic, so))) }()
-			return
-		}
-		p.retryAsync(ctx, s, d, err, msg, born, &res, finish)
-	})
+	a.c = c
+	c.sendCoalesced(a.ctx, p.o.producerGroup, a.msg, a, a.now.UnixMilli(), a.now, p.o.timeout, a)
+}
+
+// pick is the queue of a batch the message opens: the queue picked with
+// its broker on name-server routes, else the topic's next queue.
+func (a *asyncSend) pick() int32 {
+	if a.picked != nil {
+		return a.picked.QueueID
+	}
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.table.Pick(a.msg.Topic, a.now, "").QueueID
+}
+
+// part is the outcome of a coalesced message.
+func (a *asyncSend) part(sp sendPart) {
+	p, ctx, msg := a.p, a.ctx, a.msg
+	out, err := outcome(sp.f, sp.err, &sp.resp, sp.err, &a.res)
+	to := sendpath.QueueRef{Broker: a.c.addr, QueueID: a.res.QueueID}
+	if sp.f != nil {
+		p.observeAt(to, a.now, sp.at, sp.f)
+	}
+	d := p.decide(&a.send, to, out)
+	if d.Verdict != sendpath.Done && sp.batched && ctx.Err() == nil {
+		// (coalesced: no queue of the caller's, nor WithQueue)
+		go func() { a.finish(p.send(ctx, msg, p.begin(ctx, msg.Topic, sendOptions{queue: -1}))) }()
+		return
+	}
+	a.retry(d, err)
 }
 
 // SendOneway sends msg without waiting for (or getting) an answer: it
@@ -590,7 +670,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*protocol.Message, opts
 			return out, statusError(f)
 		}
 		var resp protocol.SendBatchResponse
-		if err := c.decode(f, &resp); err != nil {
+		if err := c.decodeSendBatch(f, &resp); err != nil {
 			return out, err // stored all the same: never resent
 		}
 		res.QueueID, res.QueueOffset, res.MsgIDs = resp.QueueID, resp.QueueOffset, resp.MsgIDs

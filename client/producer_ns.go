@@ -222,12 +222,18 @@ func (p *Producer) observe(to sendpath.QueueRef, start time.Time, f *protocol.Fr
 	if f == nil {
 		return
 	}
-	lat := time.Since(start)
+	p.observeAt(to, start, time.Now(), f)
+}
+
+// observeAt is observe of an answer taken from the connection at now (the
+// reader reads the clock once per read, not per answer).
+func (p *Producer) observeAt(to sendpath.QueueRef, start, now time.Time, f *protocol.Frame) {
+	lat := now.Sub(start)
 	if p.policy.AvoidForLatency(lat) <= 0 {
 		return
 	}
 	p.mu.Lock()
-	p.table.Observe(to.Broker, lat, time.Now())
+	p.table.Observe(to.Broker, lat, now)
 	p.mu.Unlock()
 }
 

@@ -32,6 +32,24 @@ func (c *conn) decode(f *protocol.Frame, into protocol.Fields) error {
 	return nil
 }
 
+// decodeSend is decode of a SEND's answer, by a concrete call: resp stays
+// on the caller's stack.
+func (c *conn) decodeSend(f *protocol.Frame, resp *protocol.SendResponse) error {
+	if err := protocol.DecodeSendResponse(f, c.o.limits, resp); err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return nil
+}
+
+// decodeSendBatch is decode of a SEND_BATCH's answer, by the hand-written
+// decoder (protocol.DecodeSendBatchResponse).
+func (c *conn) decodeSendBatch(f *protocol.Frame, resp *protocol.SendBatchResponse) error {
+	if err := protocol.DecodeSendBatchResponse(f, c.o.limits, resp); err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return nil
+}
+
 func (c *conn) listTopics(ctx context.Context) ([]protocol.TopicConfig, error) {
 	var resp protocol.TopicListResponse
 	if _, err := c.do(ctx, &protocol.ListTopicsRequest{}, &resp, c.o.timeout); err != nil {

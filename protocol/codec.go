@@ -362,6 +362,25 @@ func DecodeResponse(f *Frame, lim Limits, into Fields) error {
 	return nil
 }
 
+// DecodeSendResponse is DecodeResponse(f, lim, r) for the answer to a
+// SEND, with the same result and errors, by a concrete call: r and the
+// decoder's state stay on the caller's stack (a producer decodes one
+// answer per message).
+func DecodeSendResponse(f *Frame, lim Limits, r *SendResponse) error {
+	lim = lim.norm()
+	if !f.IsResponse() {
+		return fmt.Errorf("%w: a request where a response was expected", ErrFrameIllegal)
+	}
+	if len(f.Fields) == 0 {
+		return nil
+	}
+	rd := reader{b: f.Fields, rawProps: lim.RawProperties}
+	if err := fieldsDone(&rd, r.decodeFieldsMap(&rd)); err != nil {
+		return fmt.Errorf("%v response: %w", f.Code, err)
+	}
+	return nil
+}
+
 // decodeInto decodes the fields, then the body. An error about the
 // content of the fields (ErrInvalidParameter, ErrMessageIllegal) does not
 // stop the body from being decoded: a malformed body still makes the frame

@@ -48,3 +48,63 @@ func TestFastFieldsMatchGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeSendBatchResponse: the hand-written decoder of a batch's
+// answer agrees with DecodeResponse on encodings of either encoder, on the
+// values' edges and on malformed fields.
+func TestDecodeSendBatchResponse(t *testing.T) {
+	ids := []string{"0A000001000027AF0000000000000001", "0A000001000027AF0000000000000002", ""}
+	type wire struct {
+		QueueID     any `msgpack:"queueId"`
+		QueueOffset any `msgpack:"queueOffset"`
+		MsgIDs      any `msgpack:"msgIds"`
+		Other       any `msgpack:"other,omitempty"`
+	}
+	encode := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name   string
+		fields []byte
+		ok     bool
+	}{
+		{"three ids", encode(SendBatchResponse{QueueID: 3, QueueOffset: 1 << 40, MsgIDs: ids}), true},
+		{"canonical", mustAppend(t, &SendBatchResponse{QueueID: -1, QueueOffset: 7, MsgIDs: ids[:1]}), true},
+		{"no ids", encode(wire{QueueID: 1, QueueOffset: 2, MsgIDs: nil}), true},
+		{"empty ids", encode(wire{QueueID: 1, QueueOffset: 2, MsgIDs: []string{}}), true},
+		{"an unknown key", encode(wire{QueueID: 1, QueueOffset: 2, MsgIDs: ids, Other: map[string]int{"x": 1}}), true},
+		{"no fields", nil, true},
+		{"queueId out of range", encode(wire{QueueID: int64(math.MaxInt32) + 1, QueueOffset: 2, MsgIDs: ids}), false},
+		{"an id not a string", encode(wire{QueueID: 1, QueueOffset: 2, MsgIDs: []any{"a", 7}}), false},
+		{"ids not a list", encode(wire{QueueID: 1, QueueOffset: 2, MsgIDs: "a"}), false},
+		{"a string offset", encode(wire{QueueID: 1, QueueOffset: "2", MsgIDs: ids}), false},
+		{"truncated", encode(SendBatchResponse{QueueID: 3, MsgIDs: ids})[:20], false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &Frame{Code: CodeSendBatchMessage, Flags: FlagResponse, Fields: tt.fields}
+			var want, got SendBatchResponse
+			werr := DecodeResponse(f, Limits{}, &want)
+			gerr := DecodeSendBatchResponse(f, Limits{}, &got)
+			if (werr == nil) != tt.ok || (gerr == nil) != tt.ok {
+				t.Fatalf("DecodeResponse: %v, DecodeSendBatchResponse: %v; want ok %v", werr, gerr, tt.ok)
+			}
+			if tt.ok && !sameBatchResponse(got, want) {
+				t.Fatalf("decoded %+v, DecodeResponse %+v", got, want)
+			}
+		})
+	}
+}
+
+// mustAppend is v's fields as this package's encoder writes them.
+func mustAppend(t *testing.T, v Fields) []byte {
+	b, err := appendValue(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

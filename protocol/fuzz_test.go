@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -290,6 +291,24 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("DecodeSendInto: %v %+v %v; DecodeRequest: %+v %v", ok, got, gerr, want, werr)
 			}
 		}
+		// As the answer to a SEND: DecodeSendResponse decodes what
+		// DecodeResponse does, with the same error.
+		answer := *fr
+		answer.Code = CodeSendMessage
+		var wantResp, gotResp SendResponse
+		werr = DecodeResponse(&answer, lim, &wantResp)
+		if gerr := DecodeSendResponse(&answer, lim, &gotResp); fmt.Sprint(gerr) != fmt.Sprint(werr) || gotResp != wantResp {
+			t.Fatalf("DecodeSendResponse: %+v %v; DecodeResponse: %+v %v", gotResp, gerr, wantResp, werr)
+		}
+		// As the answer to a SEND_BATCH: DecodeSendBatchResponse accepts
+		// what DecodeResponse does, into the same values.
+		answer.Code = CodeSendBatchMessage
+		var wantBatch, gotBatch SendBatchResponse
+		werr = DecodeResponse(&answer, lim, &wantBatch)
+		gerr := DecodeSendBatchResponse(&answer, lim, &gotBatch)
+		if (gerr == nil) != (werr == nil) || werr == nil && !sameBatchResponse(gotBatch, wantBatch) {
+			t.Fatalf("DecodeSendBatchResponse: %+v %v; DecodeResponse: %+v %v", gotBatch, gerr, wantBatch, werr)
+		}
 		if a := allocated(func() { decodeAsEverything(fr, lim) }); a > uint64(len(codeNames))*2*allocBound(n) {
 			t.Fatalf("decoding %d bytes as every type allocated %d", n, a)
 		}
@@ -416,4 +435,10 @@ func checkRawProperties(t *testing.T, fr *Frame, lim Limits) {
 			t.Fatalf("message %d: raw properties %v, map %v", i, pb, pa)
 		}
 	}
+}
+
+// sameBatchResponse compares two decoded batch answers, an empty list of
+// ids equal to none.
+func sameBatchResponse(a, b SendBatchResponse) bool {
+	return a.QueueID == b.QueueID && a.QueueOffset == b.QueueOffset && slices.Equal(a.MsgIDs, b.MsgIDs)
 }

@@ -217,6 +217,13 @@ func hasSeparator(s string) bool {
 // ---- wire encoding of messages (hand-written: hot path, deterministic) ----
 
 func appendProperties(b []byte, props map[string]string) []byte {
+	if len(props) == 1 { // most messages: UNIQ_KEY alone; nothing to sort
+		for k, v := range props {
+			b = appendMapHeader(b, 1)
+			b = appendStr(b, k)
+			return appendStr(b, v)
+		}
+	}
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)

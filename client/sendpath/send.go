@@ -23,7 +23,14 @@ type Send struct {
 // caller's context deadline. Begin reads and writes nothing of t's: it may
 // run concurrently with calls on t.
 func (t *Table) Begin(topic string, to QueueRef, deadline time.Time) *Send {
-	return &Send{t: t, topic: topic, fixed: to, deadline: deadline}
+	s := t.Plan(topic, to, deadline)
+	return &s
+}
+
+// Plan is Begin's Send as a value, for a caller that keeps it inside
+// state of its own (one allocation for both).
+func (t *Table) Plan(topic string, to QueueRef, deadline time.Time) Send {
+	return Send{t: t, topic: topic, fixed: to, deadline: deadline}
 }
 
 // Topic is the send's topic.

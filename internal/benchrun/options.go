@@ -43,7 +43,7 @@ type Options struct {
 	StoreDir       string        // --store-dir: where the temporary stores and the disk probe's file go ("": the temp dir)
 	BrokerBin      string        // --wharf-bin: the binary started as broker ("": this process's own)
 	ProfileDir     string        // --profile: where the broker's and the clients' profiles go ("": none)
-	Trace          bool          // --trace: also an execution trace (runtime/trace) of the broker and of the clients, into ProfileDir
+	Trace          time.Duration // --trace: with ProfileDir, a runtime/trace of the broker and one of the clients, this long from each window's start (0: none)
 	Settle         time.Duration // --settle: longest wait for the broker and the page cache to idle
 	Fsyncs         int           // --fsyncs: disk-probe's write+fdatasync rounds
 	BrokerArgs     []string      // --broker-arg: extra flags for the started brokers

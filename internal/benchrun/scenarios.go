@@ -193,19 +193,21 @@ func startProfiles(o *Options, b *broker, sc string, size, cpuSecs int, stderr i
 		}
 	})
 	stopClient := startClientProfile(filepath.Join(o.ProfileDir, name("client-cpu")))
-	stopTrace := func() {}
-	if o.Trace {
-		traceName := func(who string) string { return fmt.Sprintf("%s-%d-%s.trace", base, size, who) }
+	writeClientAllocs(filepath.Join(o.ProfileDir, name("client-allocs-before")))
+	traceName := func(who string) string { return fmt.Sprintf("%s-%d-%s.trace", base, size, who) }
+	if o.Trace > 0 {
+		secs := int((o.Trace + time.Second - 1) / time.Second)
 		wg.Go(func() {
-			if err := b.profile(o.ProfileDir, traceName("broker"), "trace", cpuSecs); err != nil {
+			if err := b.profile(o.ProfileDir, traceName("broker"), "trace", secs); err != nil {
 				fmt.Fprintf(stderr, "bench: broker trace: %v\n", err)
 			}
 		})
-		stopTrace = startClientTrace(filepath.Join(o.ProfileDir, traceName("client")), stderr)
 	}
+	stopTrace := startClientTrace(filepath.Join(o.ProfileDir, traceName("client")), o.Trace)
 	return func() {
 		stopTrace()
 		stopClient()
+		writeClientAllocs(filepath.Join(o.ProfileDir, name("client-allocs-after")))
 		wg.Wait()
 		_ = b.profile(o.ProfileDir, name("allocs-after"), "allocs", 0)
 	}
@@ -227,21 +229,37 @@ func startClientProfile(path string) (stop func()) {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-// startClientTrace starts an execution trace of this process (the bench's
-// clients) into path and returns what stops it: where a slow send waited
-// (runnable but not running, in a syscall, behind a lock) is in the trace.
-func startClientTrace(path string, stderr io.Writer) (stop func()) {
+// writeClientAllocs writes this process's allocation profile to path: the
+// window's allocations of the clients are the difference of the one
+// taken after it and the one before (go tool pprof -base).
+func writeClientAllocs(path string) {
 	f, err := os.Create(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: client trace: %v\n", err)
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// startClientTrace, for d > 0, writes a runtime/trace of this process to
+// path for d (or until the returned func is called, if sooner): where
+// the clients' goroutines waited, for the scheduling tails.
+func startClientTrace(path string, d time.Duration) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
 		return func() {}
 	}
 	if err := trace.Start(f); err != nil {
-		fmt.Fprintf(stderr, "bench: client trace: %v\n", err)
 		f.Close()
 		return func() {}
 	}
-	return func() { trace.Stop(); f.Close() }
+	var once sync.Once
+	end := func() { once.Do(func() { trace.Stop(); f.Close() }) }
+	t := time.AfterFunc(d, end)
+	return func() { t.Stop(); end() }
 }
 
 // runSyncMaster compares SYNC_MASTER with ASYNC_MASTER (each with one
