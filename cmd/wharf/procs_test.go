@@ -15,7 +15,7 @@ func TestTuneProcs(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
 	tuneProcs(log)
 	if got, want := runtime.GOMAXPROCS(0), defaultProcs+brokerExtraProcs; got != want {
-		t.Fatalf("GOMAXPROCS unset: got %d Ps, want %d (the CPUs and one for the event loop and the I/O lane each)", got, want)
+		t.Fatalf("GOMAXPROCS unset: got %d Ps, want %d (the CPUs and a spare P)", got, want)
 	}
 	tuneProcs(log) // a restarted broker: still the CPUs plus the extra, not more
 	if got, want := runtime.GOMAXPROCS(0), defaultProcs+brokerExtraProcs; got != want {
