@@ -181,11 +181,17 @@ func (s *Store) removeQueueFiles(k QueueKey) error {
 	}
 	topicDir := path.Dir(s.cqDir(k))
 	syncDir := topicDir
-	if names, err := s.fs.List(topicDir); err == nil && len(names) == 0 {
-		if err := s.fs.RemoveAll(topicDir); err != nil {
-			return fmt.Errorf("storage: remove consume queues of %s: %w", k.Topic, err)
-		}
+	// The topic's directory goes too when it is empty, by a remove that
+	// fails on a directory that is not: the owners of its other queues
+	// drop theirs, and those of a re-created topic create theirs, at the
+	// same time. Listing it and then removing it whole took away a queue
+	// directory made in between (a slave's pulls then saw nothing).
+	switch err := s.fs.Remove(topicDir); {
+	case err == nil:
 		syncDir = s.consumeQueueDir()
+	case errors.Is(err, vfs.ErrNotEmpty), errors.Is(err, vfs.ErrNotExist):
+	default:
+		return fmt.Errorf("storage: remove consume queues of %s: %w", k.Topic, err)
 	}
 	if err := s.fs.SyncDir(syncDir); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 		return fmt.Errorf("storage: sync after removing consume queue %s: %w", k, err)

@@ -421,3 +421,49 @@ func TestDeleteTopicSlave(t *testing.T) {
 		})
 	}
 }
+
+// staleListFS lists the directories under a topic as empty: what an owner
+// dropping its queue saw when it listed the topic's directory just before
+// the owner of another queue of the topic made its own in it.
+type staleListFS struct {
+	vfs.FS
+	topicDir string
+}
+
+func (f staleListFS) List(dir string) ([]string, error) {
+	if dir == f.topicDir {
+		return nil, nil
+	}
+	return f.FS.List(dir)
+}
+
+// TestDropQueueKeepsANewSibling: dropping a deleted topic's last queue
+// removes the topic's directory only if nothing is in it. A queue of the
+// re-created topic whose directory was made meanwhile (its owner runs
+// beside the dropping one) keeps it and its entries.
+func TestDropQueueKeepsANewSibling(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig("/store")
+	s, _ := mustOpen(t, staleListFS{FS: mem, topicDir: "/store/consumequeue/gone"}, cfg)
+	defer s.Close()
+	appendGen(t, s, "gone", "a", 4) // queues gone-0 and gone-1
+	if _, err := s.Dispatch(s.CommitLog().MaxOffset(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropConsumeQueue(QueueKey{"gone", 0}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.ConsumeQueue(QueueKey{"gone", 1}, false)
+	if err != nil || q == nil {
+		t.Fatalf("gone-1 after gone-0 was dropped: %v, %v", q, err)
+	}
+	if names, err := mem.List("/store/consumequeue/gone/1"); err != nil || len(names) == 0 {
+		t.Fatalf("gone-1's files after gone-0 was dropped: %v, %v (the topic's directory was removed with a queue in it)", names, err)
+	}
+	if err := s.DropConsumeQueue(QueueKey{"gone", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.List("/store/consumequeue/gone"); !errors.Is(err, vfs.ErrNotExist) {
+		t.Fatalf("the topic's directory after its last queue was dropped: %v, want it gone", err)
+	}
+}

@@ -491,11 +491,26 @@ func (q *Queue) writable(pos int64) (*segment, error) {
 	return s, nil
 }
 
+// mkdir makes the queue's directory. Its parent, the topic's directory, is
+// removed when the topic's last queue is dropped (a deleted topic), and
+// the owner of another queue of the topic may do that between the moment
+// MkdirAll found the parent and the one it made the queue's directory in
+// it: then the parent is made again.
+func (q *Queue) mkdir() error {
+	var err error
+	for range 3 {
+		if err = q.fsys.MkdirAll(q.dir); !errors.Is(err, vfs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
 // create makes, syncs and maps a new zero-filled file and makes its directory
 // entry durable.
 func (q *Queue) create(start int64) (*segment, error) {
 	if !q.dirMade {
-		if err := q.fsys.MkdirAll(q.dir); err != nil {
+		if err := q.mkdir(); err != nil {
 			return nil, fmt.Errorf("cq %s: create dir: %w", q.dir, err)
 		}
 		q.dirMade = true

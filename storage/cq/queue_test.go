@@ -1044,3 +1044,32 @@ func TestFlushJob(t *testing.T) {
 	}
 	q.Close()
 }
+
+// vanishingParentFS fails the first MkdirAll with ErrNotExist, as
+// os.MkdirAll does when another queue's owner removes the topic's empty
+// directory between MkdirAll's look at it and its mkdir of the queue's.
+type vanishingParentFS struct {
+	vfs.FS
+	failed *bool
+}
+
+func (f vanishingParentFS) MkdirAll(dir string) error {
+	if !*f.failed {
+		*f.failed = true
+		return fmt.Errorf("vfs: mkdir %s: %w", dir, vfs.ErrNotExist)
+	}
+	return f.FS.MkdirAll(dir)
+}
+
+// TestCreateDirAgainWhenItsParentVanished: the queue's first file is made
+// after its directory is made again.
+func TestCreateDirAgainWhenItsParentVanished(t *testing.T) {
+	failed := false
+	fsys := vanishingParentFS{FS: vfs.NewMem(), failed: &failed}
+	q := mustOpen(t, fsys, "/cq/topic/0", 4)
+	appendN(t, q, 0, 5, 0)
+	checkRange(t, q, 0, 5, 0)
+	if !failed {
+		t.Fatal("the queue never made its directory")
+	}
+}

@@ -308,6 +308,15 @@ func testDirs(t *testing.T, fsys FS, root string) {
 	if err := fsys.MkdirAll(path.Join(root, "file", "sub")); err == nil {
 		t.Fatal("MkdirAll through a file succeeded")
 	}
+	// Remove takes an empty directory only.
+	if err := fsys.Remove(path.Join(root, "a", "b")); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("remove of a directory with entries: %v, want ErrNotEmpty", err)
+	}
+	must(t, fsys.Remove(d))
+	must(t, fsys.Remove(path.Join(root, "a", "b")))
+	if _, err := fsys.Stat(path.Join(root, "a", "b")); !errors.Is(err, ErrNotExist) {
+		t.Fatalf("stat of a removed directory: %v", err)
+	}
 }
 
 func testUsage(t *testing.T, fsys FS, root string) {

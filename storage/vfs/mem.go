@@ -232,7 +232,7 @@ func (m *Mem) Remove(name string) error {
 		return fmt.Errorf("vfs: remove %s: %w", name, ErrNotExist)
 	}
 	if n.dir && len(n.children) > 0 {
-		return fmt.Errorf("vfs: remove %s: directory not empty", name)
+		return fmt.Errorf("vfs: remove %s: %w", name, ErrNotEmpty)
 	}
 	m.unlink(n)
 	delete(d.children, base)

@@ -46,6 +46,9 @@ func wrapErr(op, name string, err error) error {
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		return fmt.Errorf("vfs: %s %s: %w (%w)", op, name, ErrNoSpace, err)
 	}
+	if errors.Is(err, unix.ENOTEMPTY) || (op == "remove" && errors.Is(err, unix.EEXIST)) {
+		return fmt.Errorf("vfs: %s %s: %w (%w)", op, name, ErrNotEmpty, err)
+	}
 	return fmt.Errorf("vfs: %s %s: %w", op, name, err)
 }
 

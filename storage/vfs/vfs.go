@@ -35,6 +35,9 @@ var ErrNotExist = fs.ErrNotExist
 // ErrExist is wrapped by Create when the file already exists.
 var ErrExist = fs.ErrExist
 
+// ErrNotEmpty is wrapped by Remove of a directory that is not empty.
+var ErrNotEmpty = errors.New("directory not empty")
+
 // FS is the file-system seam. Paths are slash-separated; implementations
 // treat them as paths on the host (OS) or keys in a tree (Mem).
 type FS interface {
@@ -46,7 +49,8 @@ type FS interface {
 	Create(name string, size int64) (File, error)
 	// Open opens an existing file read-write.
 	Open(name string) (File, error)
-	// Remove deletes a file (durable after SyncDir of its parent).
+	// Remove deletes a file or an empty directory (durable after SyncDir
+	// of its parent); a directory with entries fails with ErrNotEmpty.
 	Remove(name string) error
 	// RemoveAll deletes a directory tree; missing is not an error.
 	RemoveAll(dir string) error
