@@ -43,6 +43,13 @@ type segmentPrepared struct {
 	err error
 }
 
+// segmentDirSynced reports the directory sync after an adopted segment's
+// rename, run off the writer.
+type segmentDirSynced struct {
+	start int64
+	err   error
+}
+
 // notifyTick hands what was appended to the durability actor (self-sent,
 // so that it comes after the sends already queued: one notification per
 // mailbox run, whose flush and transfer cover all of them).
@@ -82,6 +89,12 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.waits = nil
 	case *segmentPrepared:
 		a.adopt(m)
+	case *segmentDirSynced:
+		if m.err != nil {
+			a.k.log.Warn("syncing the commitlog directory after a segment was adopted failed; the roll into the segment syncs it again", "err", m.err)
+		} else {
+			a.st.CommitLog().NextDirSynced(m.start)
+		}
 	case *cleanTick:
 		a.clean()
 		a.k.after(a.cfg.CleanResourceInterval, a.self, &cleanTick{})
@@ -295,8 +308,13 @@ func (a *writerActor) adopt(m *segmentPrepared) {
 	// AdoptSegment discards it unless it is still the next segment, which
 	// the follower's roll then takes. Dropping it here instead would leak
 	// an open, preallocated file under its temporary name.
-	if err := a.st.CommitLog().AdoptSegment(m.seg); err != nil {
+	cl := a.st.CommitLog()
+	if err := cl.AdoptSegment(m.seg); err != nil {
 		a.k.log.Warn("adopting a prepared commitlog segment failed", "err", err)
+	} else if start, need := cl.NextSegmentStart(); !need && start == m.seg.Start() {
+		// The rename's directory entry is made durable off the writer (a
+		// roll into the segment that comes first syncs it itself).
+		a.k.io(a.self, func() any { return &segmentDirSynced{start: start, err: cl.SyncDir()} })
 	}
 	if a.role.slave() {
 		return

@@ -93,6 +93,10 @@ type CommitLog struct {
 	deleted    atomic.Pointer[Deleted]
 	deletedMax int64 // the highest watermark in deleted (writer only)
 
+	// nextDirPending: next was renamed into place by AdoptSegment and no
+	// directory sync is known to have followed (writer only).
+	nextDirPending bool
+
 	wbuf []byte      // AppendBatch's encoding buffer (writer only)
 	undo []queueNext // AppendBatch's undo log of queue offsets (writer only)
 
@@ -293,6 +297,15 @@ func (c *CommitLog) nextSegmentStart() int64 {
 func (c *CommitLog) roll() (*segment, error) {
 	s := c.next
 	c.next = nil
+	if s != nil && c.nextDirPending && s.start == c.nextSegmentStart() {
+		// Needed before the background sync of its directory came back:
+		// its entry must be durable before a record goes into it.
+		if err := c.fs.SyncDir(c.dir); err != nil {
+			s.f.Close()
+			return nil, fmt.Errorf("commitlog: sync dir for segment %s: %w", segmentName(s.start), err)
+		}
+	}
+	c.nextDirPending = false
 	if s == nil || s.start != c.nextSegmentStart() {
 		if s != nil { // stale preparation (cannot happen without a truncate)
 			s.f.Close()
