@@ -7,7 +7,7 @@
 // one schedule in 61). With -window it prints every goroutine and P
 // transition in a span instead.
 //
-//	cd bench && go run ./tracewait [-min MS] [-n N] FILE
+//	cd bench && go run ./tracewait [-min MS] [-n N] [-depth FRAMES] FILE
 //	cd bench && go run ./tracewait -window AT_MS,WIDTH_MS FILE
 package main
 
@@ -35,6 +35,7 @@ func (s span) ms() float64 { return float64(s.to-s.from) / 1e6 }
 func main() {
 	minMs := flag.Float64("min", 2, "list waits longer than this, in ms")
 	n := flag.Int("n", 25, "list at most this many waits")
+	depth := flag.Int("depth", 5, "frames of each listed stack")
 	window := flag.String("window", "", "AT_MS,WIDTH_MS: print every transition in this span (ms from the trace's start)")
 	flag.Parse()
 	if flag.NArg() != 1 {
@@ -59,6 +60,7 @@ func main() {
 		return
 	}
 	a := newAnalysis()
+	a.depth = *depth
 	for {
 		ev, err := r.ReadEvent()
 		if err == io.EOF {
@@ -94,6 +96,7 @@ func top(st trace.Stack, n int) string {
 }
 
 type analysis struct {
+	depth       int // frames of a syscall's stack
 	first, last trace.Time
 	runnable    map[trace.GoID]span // readied, not yet running
 	syscall     map[trace.GoID]span // in a syscall
@@ -143,7 +146,7 @@ func (a *analysis) event(ev *trace.Event) {
 		}
 	}
 	if to == trace.GoSyscall {
-		a.syscall[g] = span{g: g, from: ev.Time(), kind: "syscall", stack: top(ev.Stack(), 5)}
+		a.syscall[g] = span{g: g, from: ev.Time(), kind: "syscall", stack: top(ev.Stack(), a.depth)}
 	}
 	if from == trace.GoSyscall {
 		if s, ok := a.syscall[g]; ok {
