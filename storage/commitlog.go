@@ -651,6 +651,7 @@ func (c *CommitLog) ReadChunk(off int64, max int) ([]byte, error) {
 func (c *CommitLog) truncate(off int64) error {
 	segs := c.segments()
 	keep := segs[:0:0]
+	var gone []*segment
 	for _, s := range segs {
 		switch {
 		case s.end() <= off:
@@ -663,10 +664,14 @@ func (c *CommitLog) truncate(off int64) error {
 			}
 			keep = append(keep, s)
 		default:
-			s.f.Close()
-			if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
-				return fmt.Errorf("commitlog: remove segment %s: %w", segmentName(s.start), err)
-			}
+			gone = append(gone, s)
+		}
+	}
+	// The last segment goes first, so that a crash in between leaves no gap.
+	for _, s := range slices.Backward(gone) {
+		s.f.Close()
+		if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
+			return fmt.Errorf("commitlog: remove segment %s: %w", segmentName(s.start), err)
 		}
 	}
 	if err := c.fs.SyncDir(c.dir); err != nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wharfmq/wharf/internal/invariant"
 	"path"
+	"slices"
 )
 
 // This file cuts a replica's log back to the point it shares with a new
@@ -84,22 +86,30 @@ func (s *Store) TruncateTo(off int64) error {
 // truncateFiles is TruncateTo's part on disk, in its crash-safe order.
 func (s *Store) truncateFiles(off int64) error {
 	dispatched := s.dispatched.Load()
+	cutIndex := s.idx != nil && dispatched > off
 	rebuildFrom := int64(-1)
-	if s.idx != nil && dispatched > off {
+	if cutIndex {
 		// The index drops whole files; what they held below off is put
-		// again below. The removal is durable before the checkpoint.
-		from, err := s.idx.TruncateAfter(off)
-		if err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
-		rebuildFrom = from
+		// again below.
+		rebuildFrom = s.idx.TruncatePoint(off)
 	}
 	indexed := off
 	if rebuildFrom >= 0 {
 		indexed = rebuildFrom
 	}
+	// The checkpoint that says the index is good only below indexed is
+	// durable before any index file goes: a process killed between the
+	// removal and a later checkpoint left the old one claiming entries
+	// whose files were gone, and recovery re-indexed too little.
 	if err := s.checkpointBelow(false, off, indexed); err != nil {
 		return fmt.Errorf("checkpoint before truncating: %w", err)
+	}
+	if cutIndex {
+		from, err := s.idx.TruncateAfter(off)
+		if err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+		invariant.Check2(from == rebuildFrom, "storage: truncate: the index's re-index point moved from %d to %d", rebuildFrom, from)
 	}
 	if err := s.cl.cutTail(off); err != nil {
 		return err
@@ -223,7 +233,10 @@ func (c *CommitLog) cutTail(off int64) error {
 		c.next = nil
 		gone = append(gone, n)
 	}
-	for _, s := range gone {
+	// The last segment goes first: a process killed in between leaves the
+	// log a run of segments without a gap, which recovery takes as it is
+	// (a gap it refuses as a missing segment).
+	for _, s := range slices.Backward(gone) {
 		c.graveyard = append(c.graveyard, s)
 		if err := c.fs.Remove(path.Join(c.dir, segmentName(s.start))); err != nil {
 			return c.fail(fmt.Errorf("commitlog: cut: remove segment %s: %w", segmentName(s.start), err))

@@ -376,8 +376,24 @@ func (x *Index) TruncateAfter(phyOffset int64) (rebuildFrom int64, err error) {
 	if phyOffset < 0 {
 		return -1, fmt.Errorf("index: truncate after negative phy offset %d", phyOffset)
 	}
+	rebuildFrom, drop := x.truncatePlan(phyOffset)
+	if _, err := x.removeFiles(drop); err != nil {
+		return -1, err
+	}
+	return rebuildFrom, nil
+}
+
+// TruncatePoint is the rebuildFrom that TruncateAfter(phyOffset) would
+// return, with nothing removed: a caller records it durably first, so that
+// a crash during the removal leaves a store that knows what to re-index.
+func (x *Index) TruncatePoint(phyOffset int64) int64 {
+	rebuildFrom, _ := x.truncatePlan(phyOffset)
+	return rebuildFrom
+}
+
+// truncatePlan is the files TruncateAfter drops and where re-putting starts.
+func (x *Index) truncatePlan(phyOffset int64) (rebuildFrom int64, drop []*indexFile) {
 	rebuildFrom = -1
-	var drop []*indexFile
 	for _, f := range x.files {
 		if f.empty() || (f.hdr.beginPhy < phyOffset && f.hdr.endPhy < phyOffset) {
 			continue
@@ -387,10 +403,7 @@ func (x *Index) TruncateAfter(phyOffset int64) (rebuildFrom int64, err error) {
 		}
 		drop = append(drop, f)
 	}
-	if _, err := x.removeFiles(drop); err != nil {
-		return -1, err
-	}
-	return rebuildFrom, nil
+	return rebuildFrom, drop
 }
 
 // DeleteBefore removes the files whose endPhyOffset < minPhy, except the
