@@ -351,7 +351,7 @@ func (s *Sim) checkFinalStore(g *brokerGroup, keys []string) {
 	if !n.up {
 		return
 	}
-	img := n.mem.Crash(0, vfs.CrashOptions{UnsyncedKeepRatio: 1})
+	img := n.mem.Crash(0, vfs.ProcessCrash)
 	st, _, err := storage.Open(img, n.scfg)
 	if err != nil {
 		s.w.Violationf("%s: final store does not open: %v", n.name, err)

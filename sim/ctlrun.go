@@ -114,7 +114,7 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 	case FaultCtlMasterKill:
 		if n.up {
 			w.Tracef("fault: %s's master %s killed", g.spec.Name, n.name)
-			s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
+			s.crashAndRestart(g, vfs.ProcessCrash, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
 		}
 	case FaultCtlMasterPartition:
 		d := T + time.Duration(300+w.rng.Intn(1200))*time.Millisecond
@@ -132,7 +132,7 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 			s.crashController(l, time.Duration(200+w.rng.Intn(800))*time.Millisecond)
 		}
 		if n.up {
-			s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
+			s.crashAndRestart(g, vfs.ProcessCrash, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
 		}
 	case FaultCtlSlaveCut:
 		if len(g.slaves) > 0 {
@@ -155,7 +155,7 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 		// crash, say), or, less often, just after.
 		w.at(w.Now().Add(time.Duration(w.rng.Intn(3000))*time.Microsecond), owner{}, func() {
 			if g.master == n && n.up {
-				s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
+				s.crashAndRestart(g, vfs.ProcessCrash, T+time.Duration(200+w.rng.Intn(800))*time.Millisecond)
 			}
 		})
 	case FaultCtlCrash:
@@ -178,7 +178,7 @@ func (s *Sim) injectCtl(g *brokerGroup, f Fault) bool {
 		w.Tracef("fault: fsync errors on %s", n.name)
 		n.failFsync = true
 		// An operator restarts the broker process; the page cache stays.
-		s.crashAndRestartAfter(g, time.Duration(200+w.rng.Intn(800))*time.Millisecond, vfs.CrashOptions{UnsyncedKeepRatio: 1})
+		s.crashAndRestartAfter(g, time.Duration(200+w.rng.Intn(800))*time.Millisecond, vfs.ProcessCrash)
 	default:
 		return false
 	}
@@ -196,7 +196,7 @@ func (s *Sim) restartSelf(n *Node, reason string) {
 			return
 		}
 		w.Tracef("%s restarts on its store: %s", n.name, reason)
-		n.crash(vfs.CrashOptions{UnsyncedKeepRatio: 1})
+		n.crash(vfs.ProcessCrash)
 		s.resetLinks(n.g, n)
 		s.restartNode(n, time.Millisecond)
 	})

@@ -63,7 +63,7 @@ func (s *Sim) inject(g *brokerGroup, f Fault) {
 			c.reset(conn)
 		}
 	case FaultMasterKill:
-		s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, time.Duration(50+w.rng.Intn(500))*time.Millisecond)
+		s.crashAndRestart(g, vfs.ProcessCrash, time.Duration(50+w.rng.Intn(500))*time.Millisecond)
 	case FaultSlaveCrash:
 		if len(g.slaves) > 0 {
 			s.crashSlave(g, g.slaves[w.rng.Intn(len(g.slaves))])
@@ -82,7 +82,7 @@ func (s *Sim) inject(g *brokerGroup, f Fault) {
 	case FaultMemberPartition:
 		s.injectGroupFault("partition")
 	case FaultMasterDown:
-		s.crashAndRestart(g, vfs.CrashOptions{UnsyncedKeepRatio: 1}, time.Duration(1000+w.rng.Intn(1000))*time.Millisecond)
+		s.crashAndRestart(g, vfs.ProcessCrash, time.Duration(1000+w.rng.Intn(1000))*time.Millisecond)
 	case FaultNSPartition:
 		if len(s.names) > 0 {
 			s.cutNS(n, w.rng.Intn(len(s.names)), 2*s.cfg.Lease+time.Duration(w.rng.Int63n(int64(3*s.cfg.Lease))))

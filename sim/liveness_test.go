@@ -43,7 +43,7 @@ func TestLivenessCatchesNoConvergence(t *testing.T) {
 		{"slave stays down", "async-master", func(s *Sim) {
 			sl := s.groups[0].slaves[0]
 			if sl.up {
-				sl.crash(vfs.CrashOptions{UnsyncedKeepRatio: 1})
+				sl.crash(vfs.ProcessCrash)
 			}
 			sl.epoch++ // its scheduled restart, if any, is dropped
 		}, "sim-a-s1 is down"},

@@ -122,6 +122,7 @@ var crashOpts = []vfs.CrashOptions{
 	{}, // only synced bytes survive
 	{UnsyncedKeepRatio: 0.5, TornLastPage: true}, // some written-back pages, a torn one
 	{UnsyncedKeepRatio: 1},                       // everything written survived
+	vfs.ProcessCrash,                             // the process died: directory entries too
 }
 
 // TestCrashLoop crashes the workload after its k-th file-system operation,

@@ -58,11 +58,19 @@ type CrashOptions struct {
 	// current content differs from its durable content survives with its
 	// current content (written back by the kernel before the power cut).
 	UnsyncedKeepRatio float64
+	// KeepEntries keeps the directory entries not yet synced as they are
+	// (creates, renames, removals): the crash is the process's, not the
+	// machine's. Use it with UnsyncedKeepRatio 1 (ProcessCrash).
+	KeepEntries bool
 	// TornLastPage makes the highest-offset differing page of each file, when
 	// it survives, survive only as a prefix of seeded length (a torn write):
 	// the new bytes up to some point, the durable ones after it.
 	TornLastPage bool
 }
+
+// ProcessCrash is a crash of the process alone: everything the kernel
+// holds survives, synced or not.
+var ProcessCrash = CrashOptions{UnsyncedKeepRatio: 1, KeepEntries: true}
 
 // Mem is the crashable in-memory FS. It is safe for concurrent use; every
 // operation takes one mutex on the tree. Bytes of a mapping are outside the
@@ -420,8 +428,15 @@ func (m *Mem) Crash(seed int64, opts CrashOptions) *Mem {
 func (c *Mem) crashDir(d *memNode, rng *rand.Rand, opts CrashOptions) *memNode {
 	out := newDir()
 	out.modTime = d.modTime
-	for _, name := range sortedNames(d.durable) {
-		n := d.durable[name]
+	// Directory entries not yet synced are lost, unless the process died
+	// and the machine did not (KeepEntries): the kernel then keeps every
+	// create, rename and removal it was told of.
+	entries := d.durable
+	if opts.KeepEntries {
+		entries = d.children
+	}
+	for _, name := range sortedNames(entries) {
+		n := entries[name]
 		var cn *memNode
 		if n.dir {
 			cn = c.crashDir(n, rng, opts)
