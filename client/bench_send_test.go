@@ -190,7 +190,7 @@ func TestSendAsyncAllocations(t *testing.T) {
 		coalesce        bool
 		window          int
 		perSend, perReq float64
-	}{{true, 256, 6.5, 14}, {true, 4, 6.5, 14}, {false, 256, 10, 0}} {
+	}{{true, 256, 5.5, 14}, {true, 4, 5.5, 14}, {false, 256, 9, 0}} {
 		t.Run(fmt.Sprintf("coalesce=%v,window=%d", tt.coalesce, tt.window), func(t *testing.T) {
 			addr, stop := sendServer(t)
 			defer stop()

@@ -172,21 +172,27 @@ func (p *Producer) Close() error {
 }
 
 // prepare validates msg and sets its UNIQ_KEY (unless already set).
-func (p *Producer) prepare(msg *protocol.Message) error { return p.prepareAt(msg, time.Now()) }
+func (p *Producer) prepare(msg *protocol.Message) error {
+	_, err := p.prepareAt(msg, time.Now())
+	return err
+}
 
 // prepareAt is prepare with the time already read (time.Now is not free:
-// a send reads it once).
-func (p *Producer) prepareAt(msg *protocol.Message, now time.Time) error {
+// a send reads it once); it returns the message's UNIQ_KEY, so that the
+// async path need not read it back from the properties.
+func (p *Producer) prepareAt(msg *protocol.Message, now time.Time) (string, error) {
 	if msg == nil {
-		return fmt.Errorf("%w: nil message", ErrMessageIllegal)
+		return "", fmt.Errorf("%w: nil message", ErrMessageIllegal)
 	}
-	if msg.UniqKey() == "" {
-		msg.SetUniqKey(p.ids.Next(now.UnixMilli()))
+	key := msg.UniqKey()
+	if key == "" {
+		key = p.ids.Next(now.UnixMilli())
+		msg.SetUniqKey(key)
 	}
 	if err := msg.Validate(p.o.limits); err != nil {
-		return fmt.Errorf("%w: %w", ErrMessageIllegal, err)
+		return key, fmt.Errorf("%w: %w", ErrMessageIllegal, err)
 	}
-	return nil
+	return key, nil
 }
 
 func (p *Producer) sendOpts(opts []SendOption) sendOptions {
@@ -444,20 +450,21 @@ func (p *Producer) SendAsync(ctx context.Context, msg *protocol.Message, callbac
 		return
 	}
 	now := time.Now()
-	if err := p.prepareAt(msg, now); err != nil {
+	key, err := p.prepareAt(msg, now)
+	if err != nil {
 		callback(SendResult{}, err)
 		return
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		callback(SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey()}, ErrClosed)
+		callback(SendResult{Topic: msg.Topic, UniqKey: key}, ErrClosed)
 		return
 	}
 	p.wg.Add(1)
 	p.mu.Unlock()
 	base := asyncSend{p: p, ctx: ctx, msg: msg, now: now, callback: callback,
-		res: SendResult{Topic: msg.Topic, UniqKey: msg.UniqKey(), QueueID: -1, QueueOffset: -1}}
+		res: SendResult{Topic: msg.Topic, UniqKey: key, QueueID: -1, QueueOffset: -1}}
 	base.send = p.plan(ctx, msg.Topic, so)
 	if p.o.coalesce && so.queue < 0 && !delayed(msg) && p.fresh(msg.Topic, now) {
 		a := new(asyncSend)

@@ -25,8 +25,9 @@ type Message struct {
 	Body       []byte            `msgpack:"body"`
 	Properties map[string]string `msgpack:"properties,omitempty"`
 	// RawProperties is the properties map as it arrived on the wire, when
-	// the decoder was asked to keep it encoded (Limits.RawProperties); then
-	// Properties is nil. The accessors below read either; the setters turn
+	// the decoder was asked to keep it encoded (Limits.RawProperties), or
+	// as SetUniqKey wrote it on a message that had none (a producer's send
+	// of a message without properties); then Properties is nil. The accessors below read either; the setters turn
 	// it into Properties first. The encoders write it when Properties is
 	// empty.
 	RawProperties []byte `msgpack:"-"`
@@ -107,8 +108,22 @@ func (m *Message) SetKeys(keys ...string) {
 // UniqKey returns the UNIQ_KEY property.
 func (m *Message) UniqKey() string { return m.Property(PropertyUniqKey) }
 
-// SetUniqKey sets the UNIQ_KEY property.
-func (m *Message) SetUniqKey(id string) { m.SetProperty(PropertyUniqKey, id) }
+// SetUniqKey sets the UNIQ_KEY property. On a message with no properties
+// at all it writes them encoded (RawProperties, one entry) rather than
+// making a map: the producer sets a UNIQ_KEY on every message it sends, and
+// the map was the largest allocation of an async send. The accessors and
+// setters read and change it as any other property; only code that writes
+// to m.Properties directly must make the map first (PropertyMap does).
+func (m *Message) SetUniqKey(id string) {
+	if id != "" && m.Properties == nil && len(m.RawProperties) == 0 {
+		b := make([]byte, 0, 1+1+len(PropertyUniqKey)+2+len(id))
+		b = appendMapHeader(b, 1)
+		b = appendStr(b, PropertyUniqKey)
+		m.RawProperties = appendStr(b, id)
+		return
+	}
+	m.SetProperty(PropertyUniqKey, id)
+}
 
 // DelayLevel returns the DELAY property as a number (0 if absent or invalid).
 func (m *Message) DelayLevel() int {
@@ -193,19 +208,42 @@ func (m *Message) Validate(lim Limits) error {
 		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrMessageIllegal, len(m.Body), lim.MaxMessageSize)
 	}
 	n := 0 // encoded size "k\x01v\x02...", counted in the same pass
-	for k, v := range m.PropertyMap() {
-		if k == "" {
-			return fmt.Errorf("%w: empty property key", ErrMessageIllegal)
+	var err error
+	if m.Properties == nil && len(m.RawProperties) > 0 {
+		// Read where they are: Validate does not change m (a map made
+		// here would undo SetUniqKey's encoded properties).
+		EachRawProperty(m.RawProperties, func(k, v []byte) {
+			if err == nil {
+				// Views of raw for the check only (the error copies k).
+				n, err = checkProperty(n, unsafe.String(unsafe.SliceData(k), len(k)), unsafe.String(unsafe.SliceData(v), len(v)))
+			}
+		})
+	} else {
+		for k, v := range m.Properties {
+			if n, err = checkProperty(n, k, v); err != nil {
+				break
+			}
 		}
-		if hasSeparator(k) || hasSeparator(v) {
-			return fmt.Errorf("%w: property %q contains a 0x01 or 0x02 byte", ErrMessageIllegal, k)
-		}
-		n += len(k) + len(v) + 2
+	}
+	if err != nil {
+		return err
 	}
 	if n > MaxPropertiesBytes {
 		return fmt.Errorf("%w: properties are %d bytes, limit %d", ErrMessageIllegal, n, MaxPropertiesBytes)
 	}
 	return nil
+}
+
+// checkProperty checks one property for Validate and adds its encoded
+// size ("k\x01v\x02") to n.
+func checkProperty(n int, k, v string) (int, error) {
+	if len(k) == 0 {
+		return n, fmt.Errorf("%w: empty property key", ErrMessageIllegal)
+	}
+	if hasSeparator(k) || hasSeparator(v) {
+		return n, fmt.Errorf("%w: property %q contains a 0x01 or 0x02 byte", ErrMessageIllegal, k)
+	}
+	return n + len(k) + len(v) + 2, nil
 }
 
 // hasSeparator reports whether s holds one of the CommitLog's property

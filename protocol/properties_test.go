@@ -60,3 +60,52 @@ func TestEmptyPropertyKeyRefused(t *testing.T) {
 		t.Errorf("DecodeMessageExt: %v", err)
 	}
 }
+
+// TestSetUniqKeyEncoded: on a message with no properties SetUniqKey keeps
+// them encoded (no map); every accessor, setter, Validate and the encoders
+// treat that message as the one with the map, byte for byte on the wire.
+func TestSetUniqKeyEncoded(t *testing.T) {
+	const id = "7F00000100002A9F0000000000000001"
+	enc := &Message{Topic: "t", Body: []byte("b")}
+	enc.SetUniqKey(id)
+	if enc.Properties != nil || len(enc.RawProperties) == 0 {
+		t.Fatalf("SetUniqKey on an empty message: map %v, raw %q; want raw only", enc.Properties, enc.RawProperties)
+	}
+	withMap := &Message{Topic: "t", Body: []byte("b"), Properties: map[string]string{PropertyUniqKey: id}}
+	if got := enc.UniqKey(); got != id {
+		t.Fatalf("UniqKey = %q, want %q", got, id)
+	}
+	if err := enc.Validate(Limits{}); err != nil || enc.Properties != nil {
+		t.Fatalf("Validate: %v, map %v (Validate must not make the map)", err, enc.Properties)
+	}
+	if a, b := enc.AppendMsgpack(nil), withMap.AppendMsgpack(nil); string(a) != string(b) {
+		t.Fatalf("AppendMsgpack: %x, want %x", a, b)
+	}
+	req := func(m *Message) []byte {
+		b, err := AppendRequest(nil, 1, 0, &SendRequest{Topic: m.Topic, Body: m.Body, Properties: m.Properties, RawProperties: m.RawProperties})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if a, b := req(enc), req(withMap); string(a) != string(b) {
+		t.Fatalf("SEND frame: %x, want %x", a, b)
+	}
+	// A second property turns it into the map, keeping the key.
+	enc.SetTags("x")
+	if enc.RawProperties != nil || enc.Properties[PropertyUniqKey] != id || enc.Tags() != "x" {
+		t.Fatalf("after SetTags: map %v, raw %q", enc.Properties, enc.RawProperties)
+	}
+	// A message with a map, or with a key set already, keeps its map.
+	m := &Message{Topic: "t", Properties: map[string]string{PropertyTags: "a"}}
+	m.SetUniqKey(id)
+	if m.RawProperties != nil || m.Properties[PropertyUniqKey] != id {
+		t.Fatalf("SetUniqKey with a map: map %v, raw %q", m.Properties, m.RawProperties)
+	}
+	// Encoded properties with a bad value are refused as the map's are.
+	bad := &Message{Topic: "t"}
+	bad.SetUniqKey("a\x01b")
+	if err := bad.Validate(Limits{}); StatusOf(err) != StatusMessageIllegal {
+		t.Fatalf("Validate of an encoded UNIQ_KEY with 0x01: %v, want MESSAGE_ILLEGAL", err)
+	}
+}
