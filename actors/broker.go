@@ -37,7 +37,8 @@ type Broker struct {
 	p      *pids
 	v      *views
 	stats  *stats
-	reg    *regMemo // nil: no name server
+	bursts burstPool // spare bursts of sends, back from the writer
+	reg    *regMemo  // nil: no name server
 
 	strategy actor.SupervisorStrategy
 	depths   *mailboxDepths // nil: metrics off, mailboxes not counted
@@ -276,7 +277,7 @@ func (b *Broker) Deliver(in *Inbound) {
 	if closed(in.Conn) {
 		return
 	}
-	bu := newBurst(in)
+	bu := b.bursts.get(len(in.Frames))
 	var at time.Time
 	if b.k.timed {
 		at = b.k.now()
@@ -317,77 +318,16 @@ func (b *Broker) Deliver(in *Inbound) {
 			b.route(r, req)
 		}
 	}
-	if len(bu.sends) > 0 {
-		wb := &writeBatch{items: bu.sends}
-		if sendsOnly {
-			wb.release = in.Release
-		}
-		b.sys.Root.Send(b.p.writer, wb)
+	if len(bu.sends) == 0 {
+		return // nothing went to the writer; the burst is the collector's
 	}
-}
-
-// burst holds what the requests of one read burst need, allocated once
-// per burst instead of several times per request (a burst often holds
-// hundreds of sends).
-type burst struct {
-	reqs     []request
-	items    []sendItem // never grows past its capacity: pointers into it stay valid
-	single   []protocol.Message
-	sends    []*sendItem
-	sendReqs []protocol.SendRequest // the decoded SENDs (capacity as items)
-}
-
-func newBurst(in *Inbound) *burst { return &burst{reqs: make([]request, len(in.Frames))} }
-
-// decode decodes one request of the burst: a SEND into the burst's slice of
-// them, its group and topic strings shared with the send before it (one
-// allocation for the burst instead of three per send), anything else as
-// protocol.DecodeRequest does.
-func (bu *burst) decode(f *protocol.Frame, lim protocol.Limits) (protocol.Request, error) {
-	if f.Code != protocol.CodeSendMessage {
-		return protocol.DecodeRequest(f, lim)
+	wb := &bu.wb
+	*wb = writeBatch{items: bu.sends}
+	if sendsOnly {
+		// The writer gives the bytes back, and then the burst itself.
+		wb.release, wb.burst, bu.pool = in.Release, bu, &b.bursts
 	}
-	if bu.sendReqs == nil {
-		bu.sendReqs = make([]protocol.SendRequest, 0, len(bu.reqs))
-	}
-	var prev *protocol.SendRequest
-	if n := len(bu.sendReqs); n > 0 {
-		prev = &bu.sendReqs[n-1]
-	}
-	bu.sendReqs = append(bu.sendReqs, protocol.SendRequest{})
-	r := &bu.sendReqs[len(bu.sendReqs)-1]
-	ok, err := protocol.DecodeSendInto(f, lim, r, prev)
-	switch {
-	case !ok: // another listener's SEND, decoded already
-		bu.sendReqs = bu.sendReqs[:len(bu.sendReqs)-1]
-		return protocol.DecodeRequest(f, lim)
-	case err != nil:
-		return nil, err
-	}
-	return r, nil
-}
-
-func (bu *burst) send(r *request, m *protocol.SendRequest) {
-	if bu.items == nil {
-		bu.items = make([]sendItem, 0, len(bu.reqs))
-	}
-	if bu.single == nil {
-		bu.single = make([]protocol.Message, 0, len(bu.reqs))
-	}
-	bu.single = append(bu.single, m.Message())
-	n := len(bu.single)
-	bu.items = append(bu.items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
-		msgs: bu.single[n-1 : n : n]})
-	bu.sends = append(bu.sends, &bu.items[len(bu.items)-1])
-}
-
-func (bu *burst) batch(r *request, m *protocol.SendBatchRequest) {
-	if bu.items == nil {
-		bu.items = make([]sendItem, 0, len(bu.reqs))
-	}
-	bu.items = append(bu.items, sendItem{request: r, topic: m.Topic, queueID: m.QueueID, bornTs: m.BornTimestamp,
-		msgs: m.Messages, batch: true})
-	bu.sends = append(bu.sends, &bu.items[len(bu.items)-1])
+	b.sys.Root.Send(b.p.writer, wb)
 }
 
 // route hands every request but a send to the actor that owns what it

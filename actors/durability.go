@@ -36,9 +36,11 @@ import (
 type appended struct{ waits []*pendingReply }
 
 // pendingReply is a send the gate holds: where to answer, the answer if
-// the gate says OK, and the log offset its data ends at.
+// the gate says OK, and the log offset its data ends at. The request is a
+// copy: the one it was made from lives in its read burst, which the writer
+// gives back for reuse once the burst is appended (see burstPool).
 type pendingReply struct {
-	*request
+	request
 	ok  protocol.Fields
 	end int64
 }
@@ -206,7 +208,7 @@ func (a *durabilityActor) appended(ctx actor.Context, m *appended) {
 	}
 	for _, w := range m.waits {
 		if v, decided := a.gate.Admit(now, w, w.end, true); decided {
-			answerVerdict(a.k, w.request, w.ok, v)
+			answerVerdict(a.k, &w.request, w.ok, v)
 		}
 	}
 	a.drainGate()
@@ -231,7 +233,7 @@ func (a *durabilityActor) drainGate() {
 	rd := a.gate.Ready()
 	for _, v := range rd.Verdicts {
 		p := v.Token.(*pendingReply)
-		answerVerdict(a.k, p.request, p.ok, v)
+		answerVerdict(a.k, &p.request, p.ok, v)
 	}
 	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
 		a.gateArmed = rd.Deadline

@@ -40,6 +40,9 @@ type writeBatch struct {
 	// release, if set, is Inbound.Release of the burst the items came
 	// from: the writer calls it once they are appended and answered.
 	release func()
+	// burst, if set, is the burst the items (and this message) live in:
+	// the writer recycles it after release.
+	burst *burst
 }
 
 // logFlushed tells the Reput actor how far the log is durable (SYNC_FLUSH:

@@ -92,3 +92,69 @@ func TestBurstReleasedAfterTheAppend(t *testing.T) {
 		})
 	}
 }
+
+// TestRecycledBurstKeepsWaitingReplies: a burst of sends goes back to the
+// broker's pool once the writer appended it, while under SYNC_FLUSH its
+// replies still wait for the fsync. The next burst reuses it; the replies
+// that waited must still answer their own requests, once each (a reply
+// that kept a pointer into the recycled burst answered the next burst's
+// requests instead, and its own never).
+func TestRecycledBurstKeepsWaitingReplies(t *testing.T) {
+	var stalled bool
+	var held []func()
+	var h *harness
+	runIO := func(fn func()) {
+		if stalled {
+			held = append(held, fn)
+			return
+		}
+		h.loop.RunIO(fn)
+	}
+	h = startBrokerEnv(t, vfs.NewMem(), func(c *Config) { c.FlushDiskType = SyncFlush }, Env{RunIO: runIO})
+	h.ok(h.send(sendReq("t", 0, "warm"))[0], nil)
+	settle := func() { h.loop.Run(h.loop.Now(), nil) }
+	settle()
+	stalled = true
+	var released int
+	var ops []uint32
+	for burst := range 3 {
+		var reqs []protocol.Request
+		for i := range 4 {
+			reqs = append(reqs, sendReq("t", 0, fmt.Sprintf("b%d-%d", burst, i)))
+		}
+		ops = append(ops, h.sendReusable(&released, reqs...)...)
+		settle() // appended, recycled; the replies wait for the held fsync
+	}
+	if released != 3 {
+		t.Fatalf("%d bursts released, want 3", released)
+	}
+	if n := h.answered(); n != 1 {
+		t.Fatalf("%d answers before the fsync, want only the warm-up's", n)
+	}
+	stalled = false
+	for len(held) > 0 {
+		jobs := held
+		held = nil
+		for _, fn := range jobs {
+			fn()
+		}
+		settle()
+	}
+	for i, op := range ops {
+		var r protocol.SendResponse
+		if h.ok(op, &r); r.QueueOffset != int64(i+1) {
+			t.Fatalf("send %d (opaque %d): queue offset %d, want %d", i, op, r.QueueOffset, i+1)
+		}
+	}
+	count := map[uint32]int{}
+	h.conn.mu.Lock()
+	for _, op := range h.conn.order {
+		count[op]++
+	}
+	h.conn.mu.Unlock()
+	for _, op := range ops {
+		if count[op] != 1 {
+			t.Fatalf("request %d answered %d times, want once", op, count[op])
+		}
+	}
+}

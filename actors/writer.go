@@ -83,6 +83,9 @@ func (a *writerActor) Receive(ctx actor.Context) {
 			clear(a.items) // they alias the burst's bytes
 			m.release()
 		}
+		if bu := m.burst; bu != nil {
+			bu.recycle() // m lives in it: not to be read afterwards
+		}
 	case *notifyTick:
 		a.notifySoon = false
 		ctx.Send(a.p.durability, &appended{waits: a.waits})
@@ -238,7 +241,7 @@ func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, wi 
 		a.k.respond(it.request, protocol.StatusOK, "", o.Fields)
 		return
 	}
-	a.waits = append(a.waits, &pendingReply{request: it.request, ok: o.Fields, end: o.End})
+	a.waits = append(a.waits, &pendingReply{request: *it.request, ok: o.Fields, end: o.End})
 }
 
 // refuse answers an item that cannot be written. An internal item (a due

@@ -38,32 +38,68 @@ const minBurstBuf = 4 << 10
 // burstBufs holds a connection's spare burst buffers. take runs on the
 // event loop, put on whichever goroutine releases the burst.
 type burstBufs struct {
-	slots [spareBursts]atomic.Pointer[[]byte]
+	slots [spareBursts]atomic.Pointer[burstBox]
+}
+
+// burstBox is one spare: the buffer, the frames decoded from it (Wharf's
+// wire decodes a burst into one slice of them) and the slice of their
+// pointers, all given back together, and the release function that gives
+// it back, made once per box rather than once per burst.
+type burstBox struct {
+	buf     []byte
+	arena   []protocol.Frame
+	frames  []*protocol.Frame
+	done    atomic.Bool // released since it was taken
+	release func()
 }
 
 // copyBurst copies a burst's bytes into a buffer of its own. With bufs,
-// the buffer is one of its spares (or a new one); release then gives it
-// back (call it at most once, when nothing aliases it any more; not
-// calling it is safe).
-func copyBurst(b []byte, bufs *burstBufs) (data []byte, release func()) {
+// the buffer is one of its spares (or a new one), box is that spare (its
+// frame slices for the caller to reuse, see burstFrames), and release
+// gives it back (call it at most once, when nothing aliases the bytes or
+// the frames any more; not calling it is safe).
+func copyBurst(b []byte, bufs *burstBufs) (data []byte, box *burstBox, release func()) {
 	if bufs == nil {
 		// append, not make+copy: the runtime then skips zeroing bytes
 		// that are overwritten at once.
-		return append([]byte(nil), b...), nil
+		return append([]byte(nil), b...), nil, nil
 	}
-	box := bufs.take(len(b))
+	box = bufs.take(len(b))
 	if box == nil {
-		box = new([]byte)
-		*box = make([]byte, 0, burstCap(len(b)))
-	}
-	data = append((*box)[:0], b...)
-	*box = data
-	var done atomic.Bool
-	return data, func() {
-		if !done.Swap(true) {
-			bufs.put(box)
+		box = &burstBox{buf: make([]byte, 0, burstCap(len(b)))}
+		box.release = func() {
+			if !box.done.Swap(true) {
+				bufs.put(box)
+			}
 		}
 	}
+	box.done.Store(false)
+	box.buf = append(box.buf[:0], b...)
+	return box.buf, box, box.release
+}
+
+// burstFrames returns the slices a burst of count frames decodes into:
+// the box's if it has room (nil box: new ones), with arena (Wharf's
+// frames, one allocation for the burst) only if want. The box keeps what
+// was made.
+func burstFrames(box *burstBox, count int, want bool) (frames []*protocol.Frame, arena []protocol.Frame) {
+	if box == nil {
+		frames = make([]*protocol.Frame, 0, count)
+		if want {
+			arena = make([]protocol.Frame, count)
+		}
+		return frames, arena
+	}
+	if cap(box.frames) < count {
+		box.frames = make([]*protocol.Frame, 0, count)
+	}
+	if want {
+		if cap(box.arena) < count {
+			box.arena = make([]protocol.Frame, count)
+		}
+		arena = box.arena[:count]
+	}
+	return box.frames[:0], arena
 }
 
 // burstCap is the size of a buffer made for n bytes: the power of two at
@@ -76,12 +112,12 @@ func burstCap(n int) int {
 	return c
 }
 
-// take returns a spare buffer that holds n bytes, or nil. A spare too small
-// is dropped: the next one made is larger.
-func (bb *burstBufs) take(n int) *[]byte {
+// take returns a spare whose buffer holds n bytes, or nil. A spare too
+// small is dropped: the next one made is larger.
+func (bb *burstBufs) take(n int) *burstBox {
 	for i := range bb.slots {
 		if p := bb.slots[i].Swap(nil); p != nil {
-			if cap(*p) >= n {
+			if cap(p.buf) >= n {
 				return p
 			}
 		}
@@ -89,11 +125,15 @@ func (bb *burstBufs) take(n int) *[]byte {
 	return nil
 }
 
-// put keeps a released buffer if a slot is free and it is not huge.
-func (bb *burstBufs) put(p *[]byte) {
-	if cap(*p) > maxSpareBurst {
+// put keeps a released spare if a slot is free and it is not huge. Its
+// frames are cleared: a spare must not keep strings of the last burst's
+// headers alive.
+func (bb *burstBufs) put(p *burstBox) {
+	if cap(p.buf) > maxSpareBurst {
 		return
 	}
+	clear(p.arena)
+	clear(p.frames[:cap(p.frames)])
 	for i := range bb.slots {
 		if bb.slots[i].CompareAndSwap(nil, p) {
 			return

@@ -14,34 +14,32 @@ import (
 
 func TestCopyBurst(t *testing.T) {
 	in := []byte("some frames")
-	data, release := copyBurst(in, nil)
-	if !bytes.Equal(data, in) || &data[0] == &in[0] || release != nil {
+	data, box, release := copyBurst(in, nil)
+	if !bytes.Equal(data, in) || &data[0] == &in[0] || release != nil || box != nil {
 		t.Fatalf("without spares: %q, release %v", data, release != nil)
 	}
 	var bufs burstBufs
-	data, release = copyBurst(in, &bufs)
-	if !bytes.Equal(data, in) || &data[0] == &in[0] || release == nil {
+	data, box, release = copyBurst(in, &bufs)
+	if !bytes.Equal(data, in) || &data[0] == &in[0] || release == nil || box == nil {
 		t.Fatalf("with spares: %q, release %v", data, release != nil)
 	}
 	release()
 	release() // a second call must not keep the buffer twice
-	again, _ := copyBurst([]byte("more"), &bufs)
-	other, _ := copyBurst([]byte("more"), &bufs)
+	again, _, _ := copyBurst([]byte("more"), &bufs)
+	other, _, _ := copyBurst([]byte("more"), &bufs)
 	if &again[0] != &data[0] || &other[0] == &data[0] {
 		t.Fatal("a released buffer was not reused once, and only once")
 	}
-	bufs.put(&[]byte{1}) // too small for what comes next: dropped on take
+	bufs.put(&burstBox{buf: []byte{1}}) // too small for what comes next: dropped on take
 	if p := bufs.take(64); p != nil {
-		t.Fatalf("took a spare of %d bytes for 64", cap(*p))
+		t.Fatalf("took a spare of %d bytes for 64", cap(p.buf))
 	}
-	huge := make([]byte, 0, maxSpareBurst+1)
-	bufs.put(&huge)
+	bufs.put(&burstBox{buf: make([]byte, 0, maxSpareBurst+1)})
 	if p := bufs.take(1); p != nil {
 		t.Fatal("a huge buffer was kept")
 	}
 	for range spareBursts + 2 {
-		b := make([]byte, 0, 8)
-		bufs.put(&b)
+		bufs.put(&burstBox{buf: make([]byte, 0, 8)})
 	}
 	n := 0
 	for bufs.take(1) != nil {
@@ -151,4 +149,33 @@ func (h *keepMixed) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.bursts
+}
+
+// TestBurstFramesReused: a spare gives back its frame slices with its
+// buffer, cleared, and a burst with more frames than they hold gets new
+// ones; without a spare (a burst that is not released) they are new.
+func TestBurstFramesReused(t *testing.T) {
+	var bufs burstBufs
+	_, box, release := copyBurst([]byte("four frames"), &bufs)
+	frames, arena := burstFrames(box, 4, true)
+	if cap(frames) < 4 || len(frames) != 0 || len(arena) != 4 {
+		t.Fatalf("frames len %d cap %d, arena %d", len(frames), cap(frames), len(arena))
+	}
+	arena[0].Remark = "held"
+	box.frames = append(frames, &arena[0])
+	release()
+	_, again, _ := copyBurst([]byte("three"), &bufs)
+	f2, a2 := burstFrames(again, 3, true)
+	if again != box || &a2[0] != &arena[0] || cap(f2) != cap(frames) {
+		t.Fatal("a released spare's frame slices were not reused")
+	}
+	if a2[0].Remark != "" || box.frames[:1][0] != nil {
+		t.Fatal("a released spare kept the last burst's frames")
+	}
+	if f3, a3 := burstFrames(again, 9, true); cap(f3) < 9 || len(a3) != 9 || &a3[0] == &arena[0] {
+		t.Fatal("a larger burst did not get larger slices")
+	}
+	if f4, a4 := burstFrames(nil, 2, false); cap(f4) < 2 || a4 != nil {
+		t.Fatal("without a spare: want new frames and no arena unless asked")
+	}
 }

@@ -460,12 +460,8 @@ func (e *engineHandler) decodeBurst(c *conn, buf []byte, count int) (frames []*p
 	if wharf && c.sends {
 		bufs = &c.bursts
 	}
-	data, release := copyBurst(buf, bufs)
-	frames = make([]*protocol.Frame, 0, count)
-	var arena []protocol.Frame // Wharf's frames: one allocation for the burst
-	if wharf {
-		arena = make([]protocol.Frame, count)
-	}
+	data, box, release := copyBurst(buf, bufs)
+	frames, arena := burstFrames(box, count, wharf) // arena: Wharf's frames, one slice for the burst
 	for off := 0; off < len(data); {
 		n, _ := s.fr.split(data[off:], lim) // already validated by scan
 		var f *protocol.Frame
