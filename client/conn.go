@@ -140,6 +140,9 @@ type session struct {
 	err  error // why the session ended; set before done is closed
 
 	kick chan struct{} // cap 1: wbuf has bytes for the writer
+	// every carries the heartbeat interval a group member's HEART_BEAT
+	// answer asked for (cap 1), to the writer, which runs the ticker.
+	every chan time.Duration
 
 	mu      sync.Mutex
 	wbuf    []byte        // encoded frames not yet taken by the writer
@@ -259,6 +262,7 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 			c:       c,
 			nc:      nc,
 			kick:    make(chan struct{}, 1),
+			every:   make(chan time.Duration, 1),
 			done:    make(chan struct{}),
 			pending: make(map[uint32]*pendingCall),
 		}
@@ -578,23 +582,71 @@ func (s *session) expire(now time.Time) {
 // waits for room: the writer goroutine sends the periodic ones and only it
 // makes room, so waiting would stall the connection for good; a full
 // buffer means the connection is busy and a heartbeat can be skipped.
+//
+// A heartbeat that names a consumer group (a PullConsumer's) is a member's:
+// the broker drops a member silent for three of its heartbeat intervals
+// (consumerHeartbeatInterval, 1 s by default), far less than the
+// connection's 30 s. So it is sent as a call, and its answer's
+// heartbeatIntervalMillis becomes the connection's interval if shorter
+// (PROTOCOL.md: a member heartbeats at the interval of the last answer).
 func (s *session) heartbeat() {
 	if s.c.hello == nil {
 		return
 	}
-	_, err := s.enqueue(noWait, protocol.FlagOneway, s.c.hello(), nil)
+	req := s.c.hello()
+	var pc *pendingCall
+	if hb, ok := req.(*protocol.HeartbeatRequest); ok && len(hb.ConsumerGroups) > 0 {
+		now := time.Now()
+		pc = &pendingCall{done: answerFunc(s.heartbeatAnswered), code: protocol.CodeHeartbeat, start: now,
+			deadline: now.Add(s.c.o.timeout)}
+	}
+	flags := protocol.FlagOneway
+	if pc != nil {
+		flags = 0
+	}
+	_, err := s.enqueue(noWait, flags, req, pc)
 	if err != nil && !s.isDone() && !errors.Is(err, context.Canceled) {
 		s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
+	}
+}
+
+// heartbeatAnswered reads a member's HEART_BEAT answer for the interval
+// the broker wants, and hands it to the writer. A failed heartbeat is
+// logged: the next one is the retry.
+func (s *session) heartbeatAnswered(f *protocol.Frame, _ time.Time, err error) {
+	var resp protocol.HeartbeatResponse
+	switch {
+	case err != nil:
+	case f.Status != protocol.StatusOK:
+		err = statusError(f)
+	default:
+		err = s.c.decode(f, &resp)
+	}
+	if err != nil {
+		if !s.isDone() && !errors.Is(err, ErrClosed) {
+			s.c.o.logger.Warn("wharf client: heartbeat", "addr", s.c.addr, "err", err)
+		}
+		return
+	}
+	if resp.HeartbeatIntervalMillis <= 0 {
+		return
+	}
+	d := time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+	select {
+	case s.every <- d:
+	default: // the writer has not taken the last one yet: it asked the same
 	}
 }
 
 func (s *session) writeLoop() {
 	defer s.c.wg.Done()
 	var tick <-chan time.Time
-	if s.c.hello != nil && s.c.o.heartbeat > 0 {
-		t := time.NewTicker(s.c.o.heartbeat)
-		defer t.Stop()
-		tick = t.C
+	var ticker *time.Ticker
+	every := s.c.o.heartbeat
+	if s.c.hello != nil && every > 0 {
+		ticker = time.NewTicker(every)
+		defer ticker.Stop()
+		tick = ticker.C
 	}
 	// Deadlines of async calls are checked on a tick, a fraction of the
 	// request timeout.
@@ -624,6 +676,13 @@ func (s *session) writeLoop() {
 			}
 		case <-tick:
 			s.heartbeat()
+		case d := <-s.every:
+			// Only shorter: WithHeartbeat may ask for more than the
+			// broker; 0 (no periodic heartbeat) stays the caller's choice.
+			if ticker != nil && d < every {
+				every = d
+				ticker.Reset(d)
+			}
 		case now := <-sweep.C:
 			s.expire(now)
 		case <-s.done:

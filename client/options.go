@@ -212,7 +212,10 @@ func WithClientID(id string) Option { return func(o *options) { o.clientID = id 
 func WithProducerGroup(g string) Option { return func(o *options) { o.producerGroup = g } }
 
 // WithHeartbeat sets the heartbeat interval (default 30 s; 0 disables the
-// periodic heartbeat, one is still sent on connect).
+// periodic heartbeat, one is still sent on connect). A PullConsumer's
+// connections heartbeat as members of its group, at the broker's interval
+// (consumerHeartbeatInterval) when that is shorter: the broker drops a
+// member silent for three of them.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
 // WithQueue makes a Producer send to this queue rather than round robin over

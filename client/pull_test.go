@@ -39,6 +39,30 @@ func TestPullConsumerCloseLeavesGroup(t *testing.T) {
 	})
 }
 
+// TestPullConsumerHeartbeatsAtTheBrokersInterval: a PullConsumer is a
+// member of its group, which the broker drops after three of its
+// heartbeat intervals of silence; with the connection's default 30 s it
+// was dropped (and logged "consumer timed out") 3 s into every run. Its
+// heartbeats follow the interval the broker's answer asks for.
+func TestPullConsumerHeartbeatsAtTheBrokersInterval(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithHeartbeatInterval(20*time.Millisecond))
+	b.CreateTopic("T", 1)
+	pc, err := NewPullConsumer(b.Addr(), "G", WithClientID("p1")) // default heartbeat: 30 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	testwait.For(t, testwait.Wall, 5*time.Second, "p1 a member of G", func() bool {
+		_, ok := b.GroupMembers("G")["p1"]
+		return ok
+	})
+	seen := b.Heartbeats()
+	testwait.For(t, testwait.Wall, 5*time.Second, "10 more heartbeats (one each 20 ms)", func() bool { return b.Heartbeats() >= seen+10 })
+	if _, ok := b.GroupMembers("G")["p1"]; !ok {
+		t.Fatal("p1 dropped from G although it heartbeats")
+	}
+}
+
 // TestPullConsumerHeartbeatAfterLeaving: a heartbeat the connection sends
 // between Close's leave and its close of the connection (here: many, the
 // connection staying open) does not make the consumer a member again.
