@@ -155,6 +155,12 @@ type session struct {
 	lastBatch int
 }
 
+// newSession is c's session on nc, its loops not started.
+func newSession(c *conn, nc net.Conn) *session {
+	return &session{c: c, nc: nc, kick: make(chan struct{}, 1), every: make(chan time.Duration, 1),
+		done: make(chan struct{}), pending: make(map[uint32]*pendingCall)}
+}
+
 // pendingCall is a request waiting for its response: a blocking call
 // waits on ch; an async call has done run on the conn's callback goroutine.
 type pendingCall struct {
@@ -258,14 +264,7 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 			return nil, ErrClosed
 		}
 		c.backoff, c.lastErr = 0, nil
-		s := &session{
-			c:       c,
-			nc:      nc,
-			kick:    make(chan struct{}, 1),
-			every:   make(chan time.Duration, 1),
-			done:    make(chan struct{}),
-			pending: make(map[uint32]*pendingCall),
-		}
+		s := newSession(c, nc)
 		// The heartbeat goes first on the wire, before any request a
 		// caller queues once it has the session: the broker learns who
 		// this client is (and, for a group member, what it owns) first.
