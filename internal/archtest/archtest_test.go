@@ -151,7 +151,6 @@ const maxFuncLines = 80
 var funcDebt = map[string]string{
 	// storage: one long pass each.
 	// protocol, netio and client.
-	"protocol:walk":                    "one iterative msgpack validator with an explicit stack, a case per type byte",
 	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
 	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
 }
