@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -436,26 +437,9 @@ func (g *groupConsumer) runQueue(q *groupQueue) {
 	defer close(q.workerDone)
 	pc := g.pc
 	log := pc.o.logger.With("group", pc.group, "topic", q.ref.Topic, "queue", q.ref.QueueID)
-	var offset int64
-	for delay := time.Duration(0); ; {
-		off, committed, err := g.startOffset(q.ctx, q)
-		if err == nil {
-			offset = off
-			q.commitMu.Lock()
-			if committed {
-				q.committed = off
-			}
-			q.commitMu.Unlock()
-			break
-		}
-		if q.ctx.Err() != nil {
-			return
-		}
-		delay = min(max(2*delay, 100*time.Millisecond), 3*time.Second)
-		log.Warn("wharf client: start offset", "err", err, "retry_in", delay)
-		if !sleep(q.ctx, delay) {
-			return
-		}
+	offset, ok := g.awaitStartOffset(q, log)
+	if !ok {
+		return
 	}
 	q.tr.init(offset)
 	log.Debug("wharf client: consuming", "from", offset, "orderly", g.o.orderly)
@@ -488,18 +472,7 @@ func (g *groupConsumer) runQueue(q *groupQueue) {
 		errDelay = 0
 		switch res.Status {
 		case protocol.PullFound:
-			msgs := make([]*protocol.MessageExt, len(res.Messages))
-			for i := range res.Messages {
-				msgs[i] = &res.Messages[i]
-				if q.retry {
-					restoreRetryTopic(msgs[i])
-				}
-			}
-			if g.o.orderly {
-				if !g.consumeOrderly(q, msgs) {
-					return
-				}
-			} else if !g.dispatch(q, msgs) {
+			if !g.deliver(q, res.Messages) {
 				return
 			}
 		case protocol.PullOffsetIllegal:
@@ -513,6 +486,49 @@ func (g *groupConsumer) runQueue(q *groupQueue) {
 		offset = res.NextBeginOffset
 		q.tr.setNext(offset)
 	}
+}
+
+// awaitStartOffset asks for q's start offset until it gets one, backing off
+// between tries, and records it as committed when the broker had one; it is
+// apart so that runQueue's pull loop starts from a settled offset. ok is
+// false when q is stopped first.
+func (g *groupConsumer) awaitStartOffset(q *groupQueue, log *slog.Logger) (offset int64, ok bool) {
+	for delay := time.Duration(0); ; {
+		off, committed, err := g.startOffset(q.ctx, q)
+		if err == nil {
+			q.commitMu.Lock()
+			if committed {
+				q.committed = off
+			}
+			q.commitMu.Unlock()
+			return off, true
+		}
+		if q.ctx.Err() != nil {
+			return 0, false
+		}
+		delay = min(max(2*delay, 100*time.Millisecond), 3*time.Second)
+		log.Warn("wharf client: start offset", "err", err, "retry_in", delay)
+		if !sleep(q.ctx, delay) {
+			return 0, false
+		}
+	}
+}
+
+// deliver hands one pulled batch to the orderly or concurrent consumer,
+// with retry topics restored first; it is apart so that runQueue reads as
+// pull, deliver, advance. It returns false when q is stopped.
+func (g *groupConsumer) deliver(q *groupQueue, found []protocol.MessageExt) bool {
+	msgs := make([]*protocol.MessageExt, len(found))
+	for i := range found {
+		msgs[i] = &found[i]
+		if q.retry {
+			restoreRetryTopic(msgs[i])
+		}
+	}
+	if g.o.orderly {
+		return g.consumeOrderly(q, msgs)
+	}
+	return g.dispatch(q, msgs)
 }
 
 // restoreRetryTopic shows a retried message under its original topic, as

@@ -81,21 +81,9 @@ func walk(b []byte, maxDepth int) (int, error) {
 			return 0, ErrInvalidMsgpack
 		}
 		if lenBytes > 0 {
-			if lenBytes > len(b)-pos {
+			var ok bool
+			if skip, kids, pos, ok = sizedLen(b, pos, c, lenBytes, skip); !ok {
 				return 0, ErrInvalidMsgpack
-			}
-			n := 0
-			for _, x := range b[pos : pos+lenBytes] {
-				n = n<<8 | int(x)
-			}
-			pos += lenBytes
-			switch c {
-			case 0xdc, 0xdd:
-				kids = n
-			case 0xde, 0xdf:
-				kids = 2 * n
-			default:
-				skip += n
 			}
 		}
 		// Every child needs at least one byte, so a count above the bytes
@@ -112,4 +100,27 @@ func walk(b []byte, maxDepth int) (int, error) {
 			stack[depth] = kids
 		}
 	}
+}
+
+// sizedLen reads the lenBytes-byte big-endian length that follows type byte
+// c at b[pos:] and turns it into children to expect (array, map) or bytes
+// to skip (str, bin, ext: added to skip); it is apart because only the
+// sized types take it, so walk's per-value path stays short. ok is false
+// when the length runs past b.
+func sizedLen(b []byte, pos int, c byte, lenBytes, skip int) (newSkip, kids, newPos int, ok bool) {
+	if lenBytes > len(b)-pos {
+		return skip, 0, pos, false
+	}
+	n := 0
+	for _, x := range b[pos : pos+lenBytes] {
+		n = n<<8 | int(x)
+	}
+	pos += lenBytes
+	switch c {
+	case 0xdc, 0xdd:
+		return skip, n, pos, true
+	case 0xde, 0xdf:
+		return skip, 2 * n, pos, true
+	}
+	return skip + n, 0, pos, true
 }

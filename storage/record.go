@@ -326,25 +326,10 @@ func DecodeRecord(b []byte, checkCRC bool) (Record, error) {
 	}
 	r.Body = b[p : p+bodyLen]
 	p += bodyLen
-	var topicLen int
-	if magic == MagicV1 {
-		if len(b) < p+1 {
-			return r, fmt.Errorf("%w: topic length", ErrBadLength)
-		}
-		topicLen = int(b[p])
-		p++
-	} else {
-		if len(b) < p+2 {
-			return r, fmt.Errorf("%w: topic length", ErrBadLength)
-		}
-		topicLen = int(be.Uint16(b[p:]))
-		p += 2
+	var err error
+	if r.Topic, p, err = decodeTopic(b, p, magic); err != nil {
+		return r, err
 	}
-	if topicLen > len(b)-p {
-		return r, fmt.Errorf("%w: topic length %d", ErrBadLength, topicLen)
-	}
-	r.Topic = b[p : p+topicLen]
-	p += topicLen
 	if len(b) < p+2 {
 		return r, fmt.Errorf("%w: properties length", ErrBadLength)
 	}
@@ -359,17 +344,49 @@ func DecodeRecord(b []byte, checkCRC bool) (Record, error) {
 		r.Properties = r.Properties[:len(r.Properties)-propCRCLen]
 	}
 	if checkCRC {
-		if !hasCRC {
-			return r, fmt.Errorf("%w: record CRC property missing (torn tail?)", ErrBadCRC)
-		}
-		if got := crc32.ChecksumIEEE(b[:len(b)-propCRCLen]); got != crc {
-			return r, fmt.Errorf("%w: record CRC stored %#08x, computed %#08x", ErrBadCRC, crc, got)
-		}
-		if BodyCRC(r.Body) != r.BodyCRC {
-			return r, fmt.Errorf("%w: body CRC stored %#08x, computed %#08x", ErrBadCRC, r.BodyCRC, BodyCRC(r.Body))
-		}
+		return r, verifyRecordCRC(&r, b, crc, hasCRC)
 	}
 	return r, nil
+}
+
+// decodeTopic reads the topic length (one byte in MagicV1, two in MagicV2)
+// and the topic at b[p:]; it is apart because the two layouts differ only
+// here. It returns the topic (a sub-slice of b) and the position after it.
+func decodeTopic(b []byte, p int, magic uint32) ([]byte, int, error) {
+	var topicLen int
+	if magic == MagicV1 {
+		if len(b) < p+1 {
+			return nil, p, fmt.Errorf("%w: topic length", ErrBadLength)
+		}
+		topicLen = int(b[p])
+		p++
+	} else {
+		if len(b) < p+2 {
+			return nil, p, fmt.Errorf("%w: topic length", ErrBadLength)
+		}
+		topicLen = int(binary.BigEndian.Uint16(b[p:]))
+		p += 2
+	}
+	if topicLen > len(b)-p {
+		return nil, p, fmt.Errorf("%w: topic length %d", ErrBadLength, topicLen)
+	}
+	return b[p : p+topicLen], p + topicLen, nil
+}
+
+// verifyRecordCRC checks the record CRC property (crc, hasCRC) over b, the
+// whole record, and then the body CRC of r; it is apart so that the layout
+// walk in DecodeRecord reads as one pass and the optional check as another.
+func verifyRecordCRC(r *Record, b []byte, crc uint32, hasCRC bool) error {
+	if !hasCRC {
+		return fmt.Errorf("%w: record CRC property missing (torn tail?)", ErrBadCRC)
+	}
+	if got := crc32.ChecksumIEEE(b[:len(b)-propCRCLen]); got != crc {
+		return fmt.Errorf("%w: record CRC stored %#08x, computed %#08x", ErrBadCRC, crc, got)
+	}
+	if BodyCRC(r.Body) != r.BodyCRC {
+		return fmt.Errorf("%w: body CRC stored %#08x, computed %#08x", ErrBadCRC, r.BodyCRC, BodyCRC(r.Body))
+	}
+	return nil
 }
 
 // ValidateTopic checks a topic name: 1 to 127 characters from

@@ -148,14 +148,7 @@ const maxFuncLines = 80
 // funcDebt is the DEBT LIST: functions over the budget today, keyed
 // "folder:Func" (a method as "(*T).M"). It only shrinks: an entry whose
 // function is back under the budget (or gone) fails the test until deleted.
-var funcDebt = map[string]string{
-	// storage: one long pass each.
-	"storage:DecodeRecord": "one linear walk of the record layout, field by field",
-	// protocol, netio and client.
-	"protocol:walk":                    "one iterative msgpack validator with an explicit stack, a case per type byte",
-	"client:(*groupConsumer).runQueue": "pull, deliver, commit and hand-over loop of one queue",
-	// cmd: the binary's commands, and the bench harness that leaves cmd/wharf.
-}
+var funcDebt = map[string]string{}
 
 // ---- the checks on a tree that breaks every rule ----
 
