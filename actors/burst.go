@@ -64,17 +64,19 @@ func (p *burstPool) get(n int) *burst {
 	return newBurst(n)
 }
 
-// put keeps bu if a slot is free. Its slices are cleared first: what a
-// spare holds must not keep the last burst's buffers or connections alive.
+// put keeps bu if a slot is free. What the burst used is cleared first: a
+// spare must not keep the last burst's buffers or connections alive. Only
+// the used lengths: past them a spare is zero already (cleared when last
+// used), and a spare made for a large burst is mostly reused for small ones.
 func (p *burstPool) put(bu *burst) {
 	if cap(bu.reqs) > maxSpareFrames {
 		return
 	}
 	clear(bu.reqs)
-	clear(bu.items[:cap(bu.items)])
-	clear(bu.single[:cap(bu.single)])
-	clear(bu.sends[:cap(bu.sends)])
-	clear(bu.sendReqs[:cap(bu.sendReqs)])
+	clear(bu.items)
+	clear(bu.single)
+	clear(bu.sends)
+	clear(bu.sendReqs)
 	bu.items, bu.single, bu.sends, bu.sendReqs = bu.items[:0], bu.single[:0], bu.sends[:0], bu.sendReqs[:0]
 	bu.wb, bu.pool = writeBatch{}, nil
 	for i := range p.slots {

@@ -49,6 +49,7 @@ type burstBox struct {
 	buf     []byte
 	arena   []protocol.Frame
 	frames  []*protocol.Frame
+	used    int         // frames of the last burst: what put clears
 	done    atomic.Bool // released since it was taken
 	release func()
 }
@@ -93,6 +94,7 @@ func burstFrames(box *burstBox, count int, want bool) (frames []*protocol.Frame,
 	if cap(box.frames) < count {
 		box.frames = make([]*protocol.Frame, 0, count)
 	}
+	box.used = count
 	if want {
 		if cap(box.arena) < count {
 			box.arena = make([]protocol.Frame, count)
@@ -125,15 +127,16 @@ func (bb *burstBufs) take(n int) *burstBox {
 	return nil
 }
 
-// put keeps a released spare if a slot is free and it is not huge. Its
-// frames are cleared: a spare must not keep strings of the last burst's
-// headers alive.
+// put keeps a released spare if a slot is free and it is not huge. The
+// frames its last burst used are cleared (a spare must not keep strings of
+// that burst's headers alive); past them it is zero already.
 func (bb *burstBufs) put(p *burstBox) {
 	if cap(p.buf) > maxSpareBurst {
 		return
 	}
-	clear(p.arena)
-	clear(p.frames[:cap(p.frames)])
+	clear(p.arena[:min(p.used, len(p.arena))])
+	clear(p.frames[:min(p.used, cap(p.frames))])
+	p.used = 0
 	for i := range bb.slots {
 		if bb.slots[i].CompareAndSwap(nil, p) {
 			return
