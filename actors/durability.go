@@ -208,7 +208,7 @@ func (a *durabilityActor) appended(ctx actor.Context, m *appended) {
 	}
 	for _, w := range m.waits {
 		if v, decided := a.gate.Admit(now, w, w.end, true); decided {
-			answerVerdict(a.k, &w.request, w.ok, v)
+			answerVerdict(a.k, now, &w.request, w.ok, v)
 		}
 	}
 	a.drainGate()
@@ -220,20 +220,26 @@ func (a *durabilityActor) appended(ctx actor.Context, m *appended) {
 
 // answerVerdict answers a send the way the gate decided. An unconfirmed
 // send is stored: its answer names it (id, queue, offset) as an OK does.
-func answerVerdict(k *kit, r *request, ok protocol.Fields, v gate.Verdict) {
+// now is the answer's time for the latency metric (one clock read for
+// every answer of a release).
+func answerVerdict(k *kit, now time.Time, r *request, ok protocol.Fields, v gate.Verdict) {
 	if v.Status == protocol.StatusOK || v.Status.Unconfirmed() {
-		k.respond(r, v.Status, v.Remark, ok)
+		k.respondAt(now, r, v.Status, v.Remark, ok)
 		return
 	}
-	k.respond(r, v.Status, v.Remark, nil)
+	k.respondAt(now, r, v.Status, v.Remark, nil)
 }
 
 // drainGate answers what the gate released and arms its next deadline.
 func (a *durabilityActor) drainGate() {
 	rd := a.gate.Ready()
+	var now time.Time
+	if len(rd.Verdicts) > 0 {
+		now = a.k.now()
+	}
 	for _, v := range rd.Verdicts {
 		p := v.Token.(*pendingReply)
-		answerVerdict(a.k, &p.request, p.ok, v)
+		answerVerdict(a.k, now, &p.request, p.ok, v)
 	}
 	if !rd.Deadline.IsZero() && (a.gateArmed.IsZero() || rd.Deadline.Before(a.gateArmed)) {
 		a.gateArmed = rd.Deadline

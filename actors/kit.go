@@ -72,6 +72,20 @@ func (k *kit) send(pid *actor.PID, msg any) { k.root.Send(pid, msg) }
 // the connection's event loop may write it meanwhile.
 func (k *kit) respond(r *request, st protocol.Status, remark string, resp protocol.Fields) {
 	defer k.observe(r, st)
+	k.reply(r, st, remark, resp)
+}
+
+// respondAt is respond for a run of answers that share one clock read: now,
+// read once after the work they answer (a writer's batch, a gate's
+// release), is their end for the latency metric. A clock read per answer
+// was 2 % of the broker's CPU with one SEND per message.
+func (k *kit) respondAt(now time.Time, r *request, st protocol.Status, remark string, resp protocol.Fields) {
+	k.reply(r, st, remark, resp)
+	k.observeAt(now, r, st)
+}
+
+// reply hands r's answer to its connection, unless the request was oneway.
+func (k *kit) reply(r *request, st protocol.Status, remark string, resp protocol.Fields) {
 	if r == nil || r.oneway || r.conn == nil {
 		return
 	}
@@ -96,4 +110,12 @@ func (k *kit) observe(r *request, st protocol.Status) {
 		return
 	}
 	k.metrics.Request(r.code, st, k.now().Sub(r.at))
+}
+
+// observeAt is observe with the answer's time given.
+func (k *kit) observeAt(now time.Time, r *request, st protocol.Status) {
+	if !k.timed || r == nil || r.at.IsZero() {
+		return
+	}
+	k.metrics.Request(r.code, st, now.Sub(r.at))
 }

@@ -58,6 +58,33 @@ func metricsOf(env Env) (Metrics, bool) {
 }
 
 // bodyBytes is the body size of msgs, what wharf_bytes_in_total counts.
+// storedRun sums the stored counts of consecutive items of one topic (a
+// burst's sends are mostly to one topic), so the topic's counters are
+// looked up and added to once per run instead of once per send.
+type storedRun struct {
+	topic string
+	msgs  int
+	bytes int64
+}
+
+// add counts an item, reporting the run before it if its topic differs.
+func (r *storedRun) add(m Metrics, topic string, msgs int, bytes int64) {
+	if r.msgs > 0 && topic != r.topic {
+		r.flush(m)
+	}
+	r.topic = topic
+	r.msgs += msgs
+	r.bytes += bytes
+}
+
+// flush reports the run.
+func (r *storedRun) flush(m Metrics) {
+	if r.msgs > 0 {
+		m.Stored(r.topic, r.msgs, r.bytes)
+	}
+	*r = storedRun{}
+}
+
 func bodyBytes(msgs []protocol.Message) int64 {
 	var n int64
 	for i := range msgs {

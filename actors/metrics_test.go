@@ -101,3 +101,55 @@ func TestMetricsSeam(t *testing.T) {
 		})
 	}
 }
+
+// storedRun reports one Stored per run of one topic's items, and the sums
+// of every item.
+func TestStoredRun(t *testing.T) {
+	type item struct {
+		topic string
+		msgs  int
+		bytes int64
+	}
+	for _, tc := range []struct {
+		name  string
+		items []item
+		calls int
+		want  map[string]int64 // messages
+	}{
+		{"none", nil, 0, map[string]int64{}},
+		{"one topic", []item{{"A", 1, 10}, {"A", 3, 30}, {"A", 1, 10}}, 1, map[string]int64{"A": 5}},
+		{"runs", []item{{"A", 1, 10}, {"A", 1, 10}, {"B", 2, 20}, {"A", 1, 10}}, 3, map[string]int64{"A": 3, "B": 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &callCounter{recorder: newRecorder()}
+			var run storedRun
+			for _, it := range tc.items {
+				run.add(rec, it.topic, it.msgs, it.bytes)
+			}
+			run.flush(rec)
+			run.flush(rec) // a flushed run reports nothing again
+			if rec.calls != tc.calls {
+				t.Errorf("%d Stored calls, want %d", rec.calls, tc.calls)
+			}
+			for topic, n := range tc.want {
+				if rec.storedMsgs[topic] != n || rec.storedBytes[topic] != 10*n {
+					t.Errorf("%s: %d msgs %d bytes, want %d and %d", topic, rec.storedMsgs[topic], rec.storedBytes[topic], n, 10*n)
+				}
+			}
+			if len(rec.storedMsgs) != len(tc.want) {
+				t.Errorf("topics %v, want %v", rec.storedMsgs, tc.want)
+			}
+		})
+	}
+}
+
+// callCounter counts Stored calls.
+type callCounter struct {
+	*recorder
+	calls int
+}
+
+func (c *callCounter) Stored(topic string, msgs int, bytes int64) {
+	c.calls++
+	c.recorder.Stored(topic, msgs, bytes)
+}

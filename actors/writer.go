@@ -165,12 +165,15 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	now := a.k.now()
 	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
 	a.published(ctx, res)
+	done := a.k.now() // the batch's answers' end, for the latency metric
+	var run storedRun
 	for i, it := range wb.items {
 		if res.Outcomes[i].Stored {
-			a.k.metrics.Stored(it.topic, len(it.msgs), bodyBytes(it.msgs))
+			run.add(a.k.metrics, it.topic, len(it.msgs), bodyBytes(it.msgs))
 		}
-		a.answer(ctx, now, it, &a.items[i], res.Outcomes[i])
+		a.answer(ctx, done, it, res.Outcomes[i])
 	}
+	run.flush(a.k.metrics)
 	if res.Stored > 0 {
 		a.appended(ctx)
 	}
@@ -218,7 +221,7 @@ func (a *writerActor) published(ctx actor.Context, res *writer.Result) {
 
 // answer routes one item's outcome: refused items are answered now, stored
 // ones go through the gate; internal items tell their sender.
-func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, wi *writer.Item, o writer.Outcome) {
+func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, o writer.Outcome) {
 	if it.notify != nil {
 		switch {
 		case o.Stored:
@@ -231,14 +234,14 @@ func (a *writerActor) answer(ctx actor.Context, now time.Time, it *sendItem, wi 
 		return
 	}
 	if !o.Stored {
-		a.k.respond(it.request, o.Status, o.Remark, nil)
+		a.k.respondAt(now, it.request, o.Status, o.Remark, nil)
 		return
 	}
 	// The gate's rule: a send that need not wait for durability is
 	// answered OK here at once; the others go to the gate, in the
 	// durability actor, which answers them.
 	if !a.gateMode().Waits(!it.oneway && it.msgs[0].WaitStoreMsgOK()) {
-		a.k.respond(it.request, protocol.StatusOK, "", o.Fields)
+		a.k.respondAt(now, it.request, protocol.StatusOK, "", o.Fields)
 		return
 	}
 	a.waits = append(a.waits, &pendingReply{request: *it.request, ok: o.Fields, end: o.End})

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/protocol"
@@ -219,5 +221,41 @@ func TestLagSeriesBounded(t *testing.T) {
 	b.Snapshot(s)
 	if n := testutil.CollectAndCount(b.lagMsgs); n != maxLagSeries {
 		t.Errorf("lag series %d, want %d", n, maxLagSeries)
+	}
+}
+
+// Two (code, status) pairs that share a slot of the observer cache each
+// count in their own series, however their observations interleave.
+func TestRequestCacheCollision(t *testing.T) {
+	b := NewBroker(NewRegistry())
+	a, c := protocol.CodeSendMessage, protocol.CodeSendMessage+hotSlots // one slot
+	if (uint32(a)*31)%hotSlots != (uint32(c)*31)%hotSlots {
+		t.Fatalf("codes %d and %d do not share a slot", a, c)
+	}
+	for i := range 10 {
+		b.Request(a, protocol.StatusOK, time.Millisecond)
+		if i%3 == 0 {
+			b.Request(c, protocol.StatusOK, time.Millisecond)
+		}
+		b.Request(a, protocol.StatusOK, time.Millisecond)
+	}
+	count := func(h interface {
+		WithLabelValues(...string) prometheus.Observer
+	}, labels ...string) uint64 {
+		var m dto.Metric
+		if err := h.WithLabelValues(labels...).(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	if n := count(b.send, a.String(), protocol.StatusOK.String()); n != 20 {
+		t.Errorf("%s: %d observations, want 20", a, n)
+	}
+	label := "other"
+	if c.Known() {
+		label = c.String()
+	}
+	if n := count(b.requests, label, protocol.StatusOK.String()); n != 4 {
+		t.Errorf("%s: %d observations, want 4", label, n)
 	}
 }
