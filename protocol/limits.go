@@ -58,8 +58,20 @@ func DefaultLimits() Limits {
 }
 
 // norm fills zero (or negative) fields with their defaults and clamps the
-// rest to what the codec can represent.
+// rest to what the codec can represent. Limits already in range (a
+// connection's, normalised once) come back as they are without building the
+// defaults: norm runs several times per frame on both sides.
 func (l Limits) norm() Limits {
+	if l.MaxFrameSize > 0 && int64(l.MaxFrameSize) <= maxU32Frame && l.MaxHeaderSize > 0 &&
+		l.MaxMessageSize > 0 && l.MaxBatchMessages > 0 && l.MaxListItems > 0 &&
+		l.MaxDepth > 0 && l.MaxDepth <= HardMaxDepth {
+		return l
+	}
+	return l.fill()
+}
+
+// fill is norm's slow path.
+func (l Limits) fill() Limits {
 	d := DefaultLimits()
 	if l.MaxFrameSize <= 0 {
 		l.MaxFrameSize = d.MaxFrameSize
