@@ -146,6 +146,8 @@ type session struct {
 
 	mu      sync.Mutex
 	wbuf    []byte        // encoded frames not yet taken by the writer
+	spare   []byte        // the buffer the last write gave back, for wbuf
+	writing bool          // a write is under way (the writer's or a caller's): the next waits for it
 	drained chan struct{} // closed when the writer takes wbuf (made when someone waits)
 	pending map[uint32]*pendingCall
 	async   int        // async calls in pending (the writer sweeps their deadlines)
@@ -348,12 +350,80 @@ func (s *session) enqueue(ctx context.Context, flags protocol.Flags, req protoco
 			s.async++
 		}
 	}
+	if pc != nil && pc.done == nil && at == 0 && !s.writing {
+		// A blocking call alone in the buffer, no write under way: its
+		// caller waits for the answer anyway, so it writes the frame
+		// itself instead of waking the writer to (a goroutine hand-off
+		// per sync send: a tenth of a sync producer's CPU).
+		// The write is bounded by the call's deadline (the peer may not
+		// be reading); a write cut short ends the session, as any failed
+		// write does.
+		deadline, _ := ctx.Deadline()
+		w := s.takeLocked()
+		s.mu.Unlock()
+		s.writeTaken(w, deadline)
+		return opaque, nil
+	}
 	s.mu.Unlock()
+	s.kickWriter()
+	return opaque, nil
+}
+
+// kickWriter tells the writer that wbuf has bytes.
+func (s *session) kickWriter() {
 	select {
 	case s.kick <- struct{}{}:
 	default: // already kicked
 	}
-	return opaque, nil
+}
+
+// takeLocked takes the write buffer for a write (s.mu held): wbuf starts
+// again in the spare buffer, whoever waited for room is told, and writes
+// after this one wait for it (writing).
+func (s *session) takeLocked() []byte {
+	w := s.wbuf
+	s.wbuf, s.spare = s.spare[:0], nil
+	if s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	s.writing = len(w) > 0
+	return w
+}
+
+// writeTaken writes what takeLocked took (by deadline unless it is zero),
+// gives the buffer back, and wakes the writer for what was queued meanwhile
+// (it left that to this write). A failed write ends the session. It
+// reports whether the write succeeded.
+func (s *session) writeTaken(w []byte, deadline time.Time) bool {
+	if len(w) == 0 {
+		return true
+	}
+	var err error
+	if !deadline.IsZero() {
+		err = s.nc.SetWriteDeadline(deadline)
+	}
+	if err == nil {
+		_, err = s.nc.Write(w)
+	}
+	if !deadline.IsZero() && err == nil {
+		err = s.nc.SetWriteDeadline(time.Time{}) // before the next write may start
+	}
+	s.mu.Lock()
+	s.writing = false
+	if s.spare == nil && cap(w) <= 1<<20 { // do not keep a burst's buffer for ever
+		s.spare = w[:0]
+	}
+	more := len(s.wbuf) > 0 || s.open != nil // an open batch waits for the next write
+	s.mu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return false
+	}
+	if more {
+		s.kickWriter()
+	}
+	return true
 }
 
 // lockRoom locks s.mu once the write buffer has room for another request,
@@ -651,27 +721,19 @@ func (s *session) writeLoop() {
 	// request timeout.
 	sweep := time.NewTicker(min(max(s.c.o.timeout/8, 5*time.Millisecond), 100*time.Millisecond))
 	defer sweep.Stop()
-	var w []byte
 	for {
 		select {
 		case <-s.kick:
 			s.mu.Lock()
-			s.sealLocked() // the async sends gathered while we were writing
-			w, s.wbuf = s.wbuf, w[:0]
-			if s.drained != nil {
-				close(s.drained)
-				s.drained = nil
-			}
-			s.mu.Unlock()
-			if len(w) == 0 {
+			if s.writing { // a caller's write: it kicks again when done
+				s.mu.Unlock()
 				continue
 			}
-			if _, err := s.nc.Write(w); err != nil {
-				s.fail(err)
+			s.sealLocked() // the async sends gathered while we were writing
+			w := s.takeLocked()
+			s.mu.Unlock()
+			if !s.writeTaken(w, time.Time{}) {
 				return
-			}
-			if cap(w) > 1<<20 {
-				w = nil // do not keep a burst's buffer for ever
 			}
 		case <-tick:
 			s.heartbeat()

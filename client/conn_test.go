@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -109,5 +110,62 @@ func TestReadRest(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBlockingCallWriteBounded: a blocking call alone on its connection
+// writes its frame itself; against a peer that stopped reading, that write
+// must still end by the call's deadline (and the call with it), never hold
+// the caller past it.
+func TestBlockingCallWriteBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c // and never read from
+		}
+	}()
+	const timeout = 100 * time.Millisecond
+	p, err := NewProducer(ln.Addr().String(), WithTimeout(timeout), WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	select {
+	case srv := <-accepted:
+		defer srv.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection")
+	}
+	body := make([]byte, 4<<20)
+	stuck := 0 // sends that ended before their whole frame was written
+	for i := 0; i < 12 && stuck == 0; i++ {
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := p.Send(context.Background(), &protocol.Message{Topic: "T", Body: body}, ToQueue(0))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("send %d: answered by a peer that never answers", i)
+			}
+			if took := time.Since(start); took > timeout+2*time.Second {
+				t.Fatalf("send %d took %v with a timeout of %v", i, took, timeout)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				stuck++ // the write itself timed out: the session ended
+			}
+		case <-time.After(timeout + 5*time.Second):
+			t.Fatalf("send %d still blocked %v after its deadline: its write is not bounded", i, 5*time.Second)
+		}
+	}
+	if stuck == 0 {
+		t.Fatal("48 MiB of frames never filled the socket of a peer that does not read")
 	}
 }
