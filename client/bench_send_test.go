@@ -208,6 +208,7 @@ func BenchmarkSendSync1KiB(b *testing.B) {
 // per read chunk a little more. A closure or a box per send or per answer
 // coming back takes it past the bound, however the sends were batched.
 func TestSendAsyncAllocations(t *testing.T) {
+	const maxBytesPerSend = 1600
 	for _, tt := range []struct {
 		coalesce        bool
 		window          int
@@ -255,9 +256,15 @@ func TestSendAsyncAllocations(t *testing.T) {
 			}
 			reqs := sendRequests.Load() - r0
 			got, bound := float64(m1.Mallocs-m0.Mallocs), tt.perSend*n+tt.perReq*float64(reqs)
-			t.Logf("%.2f allocations per async send, %d sends in %d requests", got/n, n, reqs)
+			bytes := float64(m1.TotalAlloc-m0.TotalAlloc) / n
+			t.Logf("%.2f allocations and %.0f bytes per async send, %d sends in %d requests", got/n, bytes, n, reqs)
 			if got > bound {
 				t.Fatalf("%.0f allocations for %d sends in %d requests, want <= %.0f", got, n, reqs, bound)
+			}
+			// Bytes too: a write buffer dropped instead of reused grows
+			// again by copies (few allocations, 2.4 KB per send).
+			if bytes > maxBytesPerSend {
+				t.Fatalf("%.0f bytes allocated per async send, want <= %d", bytes, maxBytesPerSend)
 			}
 		})
 	}

@@ -380,14 +380,18 @@ func (s *session) kickWriter() {
 // takeLocked takes the write buffer for a write (s.mu held): wbuf starts
 // again in the spare buffer, whoever waited for room is told, and writes
 // after this one wait for it (writing).
+// Nothing to take leaves wbuf (and its capacity) where it is.
 func (s *session) takeLocked() []byte {
+	if len(s.wbuf) == 0 {
+		return nil
+	}
 	w := s.wbuf
 	s.wbuf, s.spare = s.spare[:0], nil
 	if s.drained != nil {
 		close(s.drained)
 		s.drained = nil
 	}
-	s.writing = len(w) > 0
+	s.writing = true
 	return w
 }
 
