@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/wharfmq/wharf/actors"
 	"github.com/wharfmq/wharf/protocol"
@@ -227,7 +225,8 @@ func TestLagSeriesBounded(t *testing.T) {
 // Two (code, status) pairs that share a slot of the observer cache each
 // count in their own series, however their observations interleave.
 func TestRequestCacheCollision(t *testing.T) {
-	b := NewBroker(NewRegistry())
+	reg := NewRegistry()
+	b := NewBroker(reg)
 	a, c := protocol.CodeSendMessage, protocol.CodeSendMessage+hotSlots // one slot
 	if (uint32(a)*31)%hotSlots != (uint32(c)*31)%hotSlots {
 		t.Fatalf("codes %d and %d do not share a slot", a, c)
@@ -239,23 +238,35 @@ func TestRequestCacheCollision(t *testing.T) {
 		}
 		b.Request(a, protocol.StatusOK, time.Millisecond)
 	}
-	count := func(h interface {
-		WithLabelValues(...string) prometheus.Observer
-	}, labels ...string) uint64 {
-		var m dto.Metric
-		if err := h.WithLabelValues(labels...).(prometheus.Histogram).Write(&m); err != nil {
+	// count is the observations of histogram name in the series whose
+	// code label is code.
+	count := func(name, code string) uint64 {
+		mfs, err := reg.Gather()
+		if err != nil {
 			t.Fatal(err)
 		}
-		return m.GetHistogram().GetSampleCount()
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "code" && l.GetValue() == code {
+						return m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+		return 0
 	}
-	if n := count(b.send, a.String(), protocol.StatusOK.String()); n != 20 {
+	if n := count("wharf_send_latency_seconds", a.String()); n != 20 {
 		t.Errorf("%s: %d observations, want 20", a, n)
 	}
 	label := "other"
 	if c.Known() {
 		label = c.String()
 	}
-	if n := count(b.requests, label, protocol.StatusOK.String()); n != 4 {
+	if n := count("wharf_request_latency_seconds", label); n != 4 {
 		t.Errorf("%s: %d observations, want 4", label, n)
 	}
 }
