@@ -55,6 +55,10 @@ type result struct {
 	FlushMode         string   `json:"flush_mode,omitempty"`
 	BrokerCPUSPerMMsg *float64 `json:"broker_cpu_s_per_m_msgs,omitempty"`
 	BrokerHeapMiB     *float64 `json:"broker_heap_mib,omitempty"`
+	// ClientCPUSPerMMsg is the load's clients' CPU per million messages:
+	// Wharf's from its bench process, JetStream's from this one (its
+	// nats.go clients run here).
+	ClientCPUSPerMMsg *float64 `json:"client_cpu_s_per_m_msgs,omitempty"`
 	Skipped           bool     `json:"skipped,omitempty"`
 	Note              string   `json:"note,omitempty"`
 	// The report's data, as `wharf bench --json` gives it.
@@ -484,7 +488,7 @@ func timed(ctx context.Context, o *opts, cpu func() float64, sc string, size int
 		return result{}, fmt.Errorf("load ended during warm-up: %v", err)
 	case <-time.After(o.warmup):
 	}
-	c0 := cpu()
+	c0, self0 := cpu(), selfCPU()
 	rec.open()
 	var early error
 	select {
@@ -492,7 +496,7 @@ func timed(ctx context.Context, o *opts, cpu func() float64, sc string, size int
 	case <-time.After(o.duration):
 	}
 	rec.close()
-	c1 := cpu()
+	c1, self1 := cpu(), selfCPU()
 	stop()
 	if early == nil {
 		early = <-errc
@@ -504,6 +508,7 @@ func timed(ctx context.Context, o *opts, cpu func() float64, sc string, size int
 			res.BrokerCPUSPerMMsg = f64((c1 - c0) / float64(res.Msgs) * 1e6)
 		}
 	}
+	res.ClientCPUSPerMMsg = perM(self1-self0, res.Msgs)
 	if early == nil && res.Msgs == 0 {
 		if p := rec.firstErr.Load(); p != nil {
 			early = *p
@@ -528,6 +533,18 @@ func settle(ctx context.Context, cpu func() float64, d time.Duration) {
 			return
 		}
 	}
+}
+
+// selfCPU is this process's CPU seconds (user+system): JetStream's
+// clients, which run here.
+func selfCPU() float64 { return procCPU(os.Getpid()) }
+
+// perM is cpu seconds per million of msgs, nil if either is unknown.
+func perM(cpu float64, msgs int64) *float64 {
+	if cpu < 0 || msgs <= 0 {
+		return nil
+	}
+	return f64(cpu / float64(msgs) * 1e6)
 }
 
 func procCPU(pid int) float64 {

@@ -422,7 +422,7 @@ func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (res
 	all := make(chan struct{})
 	var got atomic.Int64
 	var bodyBytes int
-	cpu0 := ns.cpu()
+	cpu0, self0 := ns.cpu(), selfCPU()
 	rec.open()
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		bodyBytes += len(m.Data()) // the handler looks at each message, as Wharf's does
@@ -440,7 +440,7 @@ func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (res
 	case <-ctx.Done():
 	}
 	rec.close()
-	cpu1 := ns.cpu()
+	cpu1, self1 := ns.cpu(), selfCPU()
 	cc.Stop()
 	res := rec.result("consume-backlog", size)
 	res.Errors = fillErrs.Load()
@@ -448,6 +448,7 @@ func natsConsume(ctx context.Context, o *opts, ns *natsServer, body []byte) (res
 	if res.Msgs > 0 {
 		res.BrokerCPUSPerMMsg = f64((cpu1 - cpu0) / float64(res.Msgs) * 1e6)
 	}
+	res.ClientCPUSPerMMsg = perM(self1-self0, res.Msgs)
 	res.Note = fmt.Sprintf("backlog of %d stored in %.1f s (%.0f msg/s, async publish); Consume (one handler goroutine) with PullMaxMessages %d, PullThresholdMessages %d, AckNone",
 		stored, fillSecs, float64(stored)/max(fillSecs, 1e-9), o.natsPull, o.natsPull/2)
 	if got.Load() < stored {

@@ -43,6 +43,18 @@ func cpuPerM(r result) string {
 	return fmt.Sprintf("%.1f", *r.BrokerCPUSPerMMsg)
 }
 
+// latencies is a result's "p50 / p99 / p999" in ms.
+func latencies(r result) string {
+	return ms(r.P50Ms) + " / " + ms(r.P99Ms) + " / " + ms(r.P999Ms)
+}
+
+func clientCPUPerM(r result) string {
+	if r.ClientCPUSPerMMsg == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *r.ClientCPUSPerMMsg)
+}
+
 func find(ps []*pair, sc string, size int) *pair {
 	for _, p := range ps {
 		if p.scenario == sc && p.size == size {
@@ -86,30 +98,31 @@ func render(o *opts, disk []result, ps []*pair, took time.Duration) string {
 		fmt.Fprintf(&b, "; group commit, 64 writers of 1 KiB: **%.0f records/s** (p50 %s ms, p99 %s ms).\n\n", gc.MsgsPerS, ms(gc.P50Ms), ms(gc.P99Ms))
 	}
 
-	b.WriteString("| scenario | size | Wharf msg/s | JetStream msg/s | ratio | Wharf p50 / p99 ms | JetStream p50 / p99 ms | broker CPU s per M msgs (Wharf / JetStream) | errors (W / J) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | size | Wharf msg/s | JetStream msg/s | ratio | Wharf p50 / p99 / p999 ms | JetStream p50 / p99 / p999 ms | broker CPU s per M msgs (Wharf / JetStream) | client CPU s per M msgs (Wharf / JetStream) | errors (W / J) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, p := range ps {
 		n := p.nats
 		for i, w := range p.wharf {
 			if w.Skipped {
-				fmt.Fprintf(&b, "| %s | %d | skipped | | | | | | |\n", w.Scenario, w.Size)
+				fmt.Fprintf(&b, "| %s | %d | skipped | | | | | | | |\n", w.Scenario, w.Size)
 				notes = append(notes, fmt.Sprintf("%s: %s", w.Scenario, w.Note))
 				continue
 			}
-			nm, np, nr, ncpu, nerr := "-", "-", "-", "-", "-"
+			nm, np, nr, ncpu, nccpu, nerr := "-", "-", "-", "-", "-", "-"
 			if i == 0 && !n.Skipped && p.nerr == "" || i == 0 && n.MsgsPerS > 0 {
 				nm = fmt.Sprintf("%.0f", n.MsgsPerS)
-				np = ms(n.P50Ms) + " / " + ms(n.P99Ms)
+				np = latencies(n)
 				if n.P50Ms == 0 && n.P99Ms == 0 {
 					np = "-" // not measured (JetStream consume: no per-pull latency)
 				}
 				nr = ratio(w.MsgsPerS, n.MsgsPerS)
 				ncpu = cpuPerM(n)
+				nccpu = clientCPUPerM(n)
 				nerr = fmt.Sprint(n.Errors)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s / %s | %s | %s / %s | %d / %s |\n",
-				w.Scenario, w.Size, w.MsgsPerS, nm, nr, ms(w.P50Ms), ms(w.P99Ms), np, cpuPerM(w), ncpu, w.Errors, nerr)
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s / %s | %s / %s | %d / %s |\n",
+				w.Scenario, w.Size, w.MsgsPerS, nm, nr, latencies(w), np, cpuPerM(w), ncpu, clientCPUPerM(w), nccpu, w.Errors, nerr)
 			if w.Note != "" {
 				notes = append(notes, fmt.Sprintf("%s/%d Wharf: %s", w.Scenario, w.Size, w.Note))
 			}
@@ -118,7 +131,7 @@ func render(o *opts, disk []result, ps []*pair, took time.Duration) string {
 			}
 		}
 		if len(p.wharf) == 0 {
-			fmt.Fprintf(&b, "| %s | %d | failed | %.0f | | | | | |\n", p.scenario, p.size, n.MsgsPerS)
+			fmt.Fprintf(&b, "| %s | %d | failed | %.0f | | | | | | |\n", p.scenario, p.size, n.MsgsPerS)
 		}
 		if n.Note != "" {
 			notes = append(notes, fmt.Sprintf("%s/%d JetStream: %s", p.scenario, p.size, n.Note))
@@ -136,6 +149,7 @@ func render(o *opts, disk []result, ps []*pair, took time.Duration) string {
 	}
 	b.WriteString("\n")
 	b.WriteString(targets(o, disk, ps))
+	b.WriteString(targets17(o, disk, ps))
 	fmt.Fprintf(&b, "<!-- bench-compare %s: end -->\n", key)
 	return b.String()
 }
@@ -312,4 +326,64 @@ func writeReport(path string, r benchreport.Report) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil
+}
+
+// publishScenarios are the scenarios whose p999 issue 17 bounds by
+// JetStream's.
+var publishScenarios = []string{"async-256", noCoalesce, "async-4096", "batch-32", "sync-1", "sync-16", "sync-flush-64"}
+
+// targets17 renders the targets table of issue 17 with the measured
+// figures.
+func targets17(o *opts, disk []result, ps []*pair) string {
+	var b strings.Builder
+	b.WriteString("Targets of issue 17 (1 KiB), as measured in this run:\n\n")
+	b.WriteString("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
+	row := func(sc, target, measured, verdict string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", sc, target, measured, verdict)
+	}
+	const k = 1024
+	if w, n := wharf1(ps, "e2e-10k", k); w != nil && n != nil && n.P99Ms > 0 {
+		r := w.P99Ms / n.P99Ms
+		row("end to end at 10 k msg/s, ASYNC_FLUSH", "p99 <= 1 ms and <= 0.7x JetStream's, p999 reported",
+			fmt.Sprintf("p99 %s vs %s ms = %.2fx; p999 %s vs %s ms", ms(w.P99Ms), ms(n.P99Ms), r, ms(w.P999Ms), ms(n.P999Ms)),
+			met(w.P99Ms <= 1 && r <= 0.7 && w.Msgs > 0))
+	}
+	if w, n := wharf1(ps, "consume-backlog", k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row(fmt.Sprintf("consume a backlog (%d), at most 512 in flight", o.backlog), ">= 2.0x JetStream's fastest mode, client CPU per message reported",
+			fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx; client CPU %s vs %s s per M", w.MsgsPerS, n.MsgsPerS, r, clientCPUPerM(*w), clientCPUPerM(*n)), met(r >= 2))
+	}
+	if w, n := wharf1(ps, "async-256", k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row("async publish, 256 in flight", ">= 2.5x JetStream", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", w.MsgsPerS, n.MsgsPerS, r), met(r >= 2.5))
+	}
+	if w, n := wharf1(ps, noCoalesce, k); w != nil && n != nil {
+		r := w.MsgsPerS / n.MsgsPerS
+		row("async publish, 256 in flight, coalescing off", ">= 1.5x JetStream", fmt.Sprintf("%.0f vs %.0f msg/s = %.2fx", w.MsgsPerS, n.MsgsPerS, r), met(r >= 1.5))
+	}
+	var p999 []string
+	all, seen := true, false
+	for _, sc := range publishScenarios {
+		w, n := wharf1(ps, sc, k)
+		if w == nil || n == nil || n.P999Ms <= 0 {
+			continue
+		}
+		seen = true
+		mark := ""
+		if w.P999Ms > n.P999Ms {
+			all, mark = false, "**"
+		}
+		p999 = append(p999, fmt.Sprintf("%s%s %s vs %s%s", mark, sc, ms(w.P999Ms), ms(n.P999Ms), mark))
+	}
+	if seen {
+		row("p999 of every publish scenario", "<= JetStream's", strings.Join(p999, "; ")+" ms", met(all))
+	}
+	if w, _ := wharf1(ps, "sync-flush-64", k); w != nil {
+		if gc := findDisk(disk, "disk-group-commit"); gc != nil && gc.MsgsPerS > 0 {
+			r := w.MsgsPerS / gc.MsgsPerS
+			row("SYNC_FLUSH, 64 sync publishers", ">= 0.6x the raw group-commit probe", fmt.Sprintf("%.0f msg/s vs %.0f records/s = %.2fx", w.MsgsPerS, gc.MsgsPerS, r), met(r >= 0.6))
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
 }
