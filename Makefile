@@ -5,7 +5,7 @@ BIN       := bin/wharf
 PKGS      := ./...
 FUZZTIME  ?= 15s
 
-.PHONY: build test test-deps run bench sim fuzz vet clean bench-compare jepsen bench-failover test-compat
+.PHONY: build test test-deps run bench sim fuzz vet clean bench-compare jepsen bench-failover test-compat test-bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wharf
@@ -19,6 +19,7 @@ build:
 test: test-deps vet build
 	WHARF_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 20m $(PKGS)
 	$(MAKE) test-compat
+	$(MAKE) test-bench
 
 # What the tests need beyond Go: Debian's chromium for the dashboard's
 # browser test (installed with apt-get when missing and root; fails clearly
@@ -88,6 +89,11 @@ fuzz:
 # downloads the client's module.
 test-compat:
 	cd compat && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# The bench-compare module's own tests (its report's verdicts), also its own
+# go.mod.
+test-bench:
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 
 vet:
 	$(GO) vet $(PKGS)
