@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wharfmq/wharf/protocol"
@@ -135,6 +136,7 @@ func (r *callbackRunner) loop() {
 type session struct {
 	c    *conn
 	nc   net.Conn
+	raw  syscall.RawConn // nc's socket, for a caller's non-blocking write (nil if nc has none)
 	done chan struct{}
 	once sync.Once
 	err  error // why the session ended; set before done is closed
@@ -159,8 +161,12 @@ type session struct {
 
 // newSession is c's session on nc, its loops not started.
 func newSession(c *conn, nc net.Conn) *session {
-	return &session{c: c, nc: nc, kick: make(chan struct{}, 1), every: make(chan time.Duration, 1),
+	s := &session{c: c, nc: nc, kick: make(chan struct{}, 1), every: make(chan time.Duration, 1),
 		done: make(chan struct{}), pending: make(map[uint32]*pendingCall)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		s.raw, _ = sc.SyscallConn()
+	}
+	return s
 }
 
 // pendingCall is a request waiting for its response: a blocking call
@@ -350,18 +356,15 @@ func (s *session) enqueue(ctx context.Context, flags protocol.Flags, req protoco
 			s.async++
 		}
 	}
-	if pc != nil && pc.done == nil && at == 0 && !s.writing {
+	if pc != nil && pc.done == nil && at == 0 && !s.writing && s.raw != nil {
 		// A blocking call alone in the buffer, no write under way: its
-		// caller waits for the answer anyway, so it writes the frame
-		// itself instead of waking the writer to (a goroutine hand-off
-		// per sync send: a tenth of a sync producer's CPU).
-		// The write is bounded by the call's deadline (the peer may not
-		// be reading); a write cut short ends the session, as any failed
-		// write does.
-		deadline, _ := ctx.Deadline()
+		// caller writes the frame itself, once and without blocking,
+		// instead of waking the writer to (a goroutine hand-off per
+		// sync send). What the kernel does not take goes back to the
+		// front of the buffer for the writer.
 		w := s.takeLocked()
 		s.mu.Unlock()
-		s.writeTaken(w, deadline)
+		s.writeOnce(w)
 		return opaque, nil
 	}
 	s.mu.Unlock()
@@ -395,39 +398,67 @@ func (s *session) takeLocked() []byte {
 	return w
 }
 
-// writeTaken writes what takeLocked took (by deadline unless it is zero),
-// gives the buffer back, and wakes the writer for what was queued meanwhile
-// (it left that to this write). A failed write ends the session. It
-// reports whether the write succeeded.
-func (s *session) writeTaken(w []byte, deadline time.Time) bool {
+// writeTaken writes what takeLocked took, gives the buffer back, and wakes
+// the writer for what was queued meanwhile (it left that to this write). A
+// failed write ends the session. It reports whether the write succeeded.
+func (s *session) writeTaken(w []byte) bool {
 	if len(w) == 0 {
 		return true
 	}
-	var err error
-	if !deadline.IsZero() {
-		err = s.nc.SetWriteDeadline(deadline)
-	}
-	if err == nil {
-		_, err = s.nc.Write(w)
-	}
-	if !deadline.IsZero() && err == nil {
-		err = s.nc.SetWriteDeadline(time.Time{}) // before the next write may start
-	}
-	s.mu.Lock()
-	s.writing = false
-	if s.spare == nil && cap(w) <= 1<<20 { // do not keep a burst's buffer for ever
-		s.spare = w[:0]
-	}
-	more := len(s.wbuf) > 0 || s.open != nil // an open batch waits for the next write
-	s.mu.Unlock()
+	_, err := s.nc.Write(w)
+	s.wrote(w, nil)
 	if err != nil {
 		s.fail(err)
 		return false
 	}
+	return true
+}
+
+// writeOnce is a caller's write of what takeLocked took: one write(2) on
+// the non-blocking socket, never a wait for the peer. The rest, if the
+// kernel took less, goes back to the front of wbuf (before whatever was
+// queued meanwhile) and the writer writes it as any other.
+func (s *session) writeOnce(w []byte) {
+	n := 0
+	var werr error
+	err := s.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), w)
+			if werr != syscall.EINTR {
+				break
+			}
+		}
+		return true // one try: EAGAIN leaves the rest to the writer
+	})
+	if err == nil && werr != nil && werr != syscall.EAGAIN {
+		err = werr
+	}
+	if err != nil {
+		s.wrote(nil, nil)
+		s.fail(err)
+		return
+	}
+	s.wrote(w, w[max(n, 0):])
+}
+
+// wrote ends a write of w (nil: keep no buffer): the buffer comes back as
+// the spare, rest (what the kernel did not take) goes back before what was
+// queued meanwhile, and the writer is woken for what is left.
+func (s *session) wrote(w, rest []byte) {
+	s.mu.Lock()
+	s.writing = false
+	if len(rest) > 0 {
+		s.wbuf = append(append(make([]byte, 0, len(rest)+len(s.wbuf)), rest...), s.wbuf...)
+		w = nil // rest aliases it
+	}
+	if w != nil && s.spare == nil && cap(w) <= 1<<20 { // do not keep a burst's buffer for ever
+		s.spare = w[:0]
+	}
+	more := len(s.wbuf) > 0 || s.open != nil // an open batch waits for the next write
+	s.mu.Unlock()
 	if more {
 		s.kickWriter()
 	}
-	return true
 }
 
 // lockRoom locks s.mu once the write buffer has room for another request,
@@ -736,7 +767,7 @@ func (s *session) writeLoop() {
 			s.sealLocked() // the async sends gathered while we were writing
 			w := s.takeLocked()
 			s.mu.Unlock()
-			if !s.writeTaken(w, time.Time{}) {
+			if !s.writeTaken(w) {
 				return
 			}
 		case <-tick:

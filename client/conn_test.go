@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,36 +115,20 @@ func TestReadRest(t *testing.T) {
 }
 
 // TestBlockingCallWriteBounded: a blocking call alone on its connection
-// writes its frame itself; against a peer that stopped reading, that write
-// must still end by the call's deadline (and the call with it), never hold
-// the caller past it. A write cut short ends the session: the producer
-// dials again, which the listener sees.
+// writes its frame itself, once, without waiting for the peer. Against a
+// peer that stopped reading each call still ends by its deadline, and what
+// the kernel did not take of a frame goes out after it through the writer:
+// once the peer reads, every frame arrives whole and in order.
 func TestBlockingCallWriteBounded(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepts atomic.Int32
-	var held []net.Conn // never read from
-	var mu sync.Mutex
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	}()
+	accepted := make(chan net.Conn, 1)
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-			accepts.Add(1)
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c // read from only at the end
 		}
 	}()
 	const timeout = 100 * time.Millisecond
@@ -152,13 +137,16 @@ func TestBlockingCallWriteBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	// A small send first, which times out: the session is up and what it
-	// wrote on its own (a hello) is out, so each big send is alone.
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	p.Send(ctx, &protocol.Message{Topic: "T", Body: []byte("x")}, ToQueue(0))
-	cancel()
-	body := make([]byte, 4<<20)
-	for i := 0; i < 12 && accepts.Load() < 2; i++ {
+	var srv net.Conn
+	select {
+	case srv = <-accepted:
+		defer srv.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection")
+	}
+	// A small send first, which times out: the session's hello is out, so
+	// each big send is alone in the buffer.
+	send := func(i int, body []byte) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() {
@@ -174,16 +162,57 @@ func TestBlockingCallWriteBounded(t *testing.T) {
 				t.Fatalf("send %d took %v with a timeout of %v", i, took, timeout)
 			}
 		case <-time.After(timeout + 5*time.Second):
-			t.Fatalf("send %d still blocked %v after its deadline: its write is not bounded", i, 5*time.Second)
+			t.Fatalf("send %d still blocked %v after its deadline: its write waits for the peer", i, 5*time.Second)
 		}
 	}
-	// The next send dials (sessions dial lazily): one more to see it.
-	if accepts.Load() < 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		p.Send(ctx, &protocol.Message{Topic: "T", Body: []byte("x")}, ToQueue(0))
-		cancel()
+	send(-1, []byte("x"))
+	const big = 6
+	for i := range big { // 24 MiB: more than the kernel's buffers hold
+		body := make([]byte, 4<<20)
+		for j := range body {
+			body[j] = byte(i)
+		}
+		send(i, body)
 	}
-	if accepts.Load() < 2 {
-		t.Fatal("48 MiB of frames never filled the socket of a peer that does not read: no write was cut short")
+	// The peer reads: the hello, the small send, then the big ones that
+	// were queued (a send that found the buffer full timed out without
+	// being queued), each whole and in order. The first big one went in
+	// part from its caller, the rest through the writer.
+	br := bufio.NewReaderSize(srv, 1<<20)
+	var bodies []int // -1 for the small one
+	for {
+		srv.SetReadDeadline(time.Now().Add(2 * time.Second))
+		var prefix [protocol.PrefixSize]byte
+		if _, err := io.ReadFull(br, prefix[:]); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break // nothing more came
+			}
+			t.Fatalf("after %v: %v", bodies, err)
+		}
+		frame := make([]byte, 4+int(binary.BigEndian.Uint32(prefix[:4])))
+		copy(frame, prefix[:])
+		if _, err := io.ReadFull(br, frame[protocol.PrefixSize:]); err != nil {
+			t.Fatalf("after %v: a frame cut short: %v", bodies, err)
+		}
+		f, err := protocol.DecodeFrame(frame, protocol.Limits{})
+		if err != nil {
+			t.Fatalf("after %v: a frame that does not decode: %v", bodies, err)
+		}
+		if f.Code != protocol.CodeSendMessage {
+			continue // the hello
+		}
+		if string(f.Body) == "x" && len(bodies) == 0 {
+			bodies = append(bodies, -1)
+			continue
+		}
+		if len(f.Body) != 4<<20 || f.Body[0] != f.Body[len(f.Body)-1] || len(bodies) == 0 || int(f.Body[0]) <= bodies[len(bodies)-1] {
+			t.Fatalf("after %v: a send of %d bytes marked %d", bodies, len(f.Body), f.Body[0])
+		}
+		bodies = append(bodies, int(f.Body[0]))
 	}
+	if len(bodies) < 3 || bodies[1] != 0 || bodies[2] != 1 {
+		t.Fatalf("the peer got sends %v, want the small one, then 0, 1 and maybe more in order", bodies)
+	}
+	t.Logf("the peer got sends %v", bodies)
 }
