@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,18 +53,19 @@ func consumeBacklog(ctx context.Context, o *Options, b *broker, topic string, bo
 		return Result{}, err
 	}
 	consuming.Store(true)
-	cpu0 := b.cpu()
+	cpu0, client0 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles := startProfiles(o, b, "consume-backlog", size, 2, stderr)
 	cons.open()
 	drainBacklog(ctx, pc, topic, maxOff, int32(o.PullBatch), o.PullInflight, cons)
 	cons.close()
-	cpu1 := b.cpu()
+	cpu1, client1 := b.cpu(), procCPU(os.Getpid())
 	stopProfiles()
 
 	res := cons.result("consume-backlog", size)
 	res.Errors += fill.errs.Load()
 	res.FlushMode = b.flushMode
 	res.setBrokerCPU(cpu0, cpu1)
+	res.setClientCPU(client0, client1) // the consumer's (the filling producer is closed)
 	if heap >= 0 {
 		res.BrokerHeapMiB = roundedPtr(heap)
 	}
