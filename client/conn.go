@@ -132,7 +132,9 @@ func (r *callbackRunner) loop() {
 // encoded straight into wbuf under mu, and the writer goroutine writes
 // everything queued since its last write in one syscall: no allocation and
 // no channel hand-off per request, and the bigger the load the bigger the
-// writes.
+// writes. A blocking call alone in wbuf with no write under way writes its
+// frame itself, once and without blocking (writeOnce), and leaves to the
+// writer only what the kernel did not take.
 type session struct {
 	c    *conn
 	nc   net.Conn
