@@ -21,35 +21,43 @@ type countingWriter struct{ n atomic.Int64 }
 
 func (w *countingWriter) Write(p []byte) (int, error) { w.n.Add(int64(len(p))); return len(p), nil }
 
-// TestFullWriteBufferDrains: a peer that stops reading fills the kernel's
-// buffers and then the connection's write buffer (senders wait for room).
-// Heartbeats keep falling due meanwhile; once the peer reads again, every
-// accepted send must reach it. A heartbeat that waited for room would stall
-// the writer for good: only the writer makes room.
-func TestFullWriteBufferDrains(t *testing.T) {
+// silentPeer is a producer built with opts, connected to a peer on
+// loopback that reads nothing until the test reads from srv; both are
+// closed when the test ends.
+func silentPeer(t *testing.T, opts ...Option) (p *Producer, srv net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		if c, err := ln.Accept(); err == nil {
 			accepted <- c
 		}
 	}()
-	p, err := NewProducer(ln.Addr().String(), WithHeartbeat(time.Millisecond), WithRetries(0))
+	p, err = NewProducer(ln.Addr().String(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	var srv net.Conn
+	t.Cleanup(func() { p.Close() })
 	select {
 	case srv = <-accepted:
+		t.Cleanup(func() { srv.Close() })
 	case <-time.After(5 * time.Second):
 		t.Fatal("no connection")
 	}
-	defer srv.Close()
+	return p, srv
+}
+
+// TestFullWriteBufferDrains: a peer that stops reading fills the kernel's
+// buffers and then the connection's write buffer (senders wait for room).
+// Heartbeats keep falling due meanwhile; once the peer reads again, every
+// accepted send must reach it. A heartbeat that waited for room would stall
+// the writer for good: only the writer makes room.
+func TestFullWriteBufferDrains(t *testing.T) {
+	p, srv := silentPeer(t, WithHeartbeat(time.Millisecond), WithRetries(0))
 
 	body := make([]byte, 256<<10)
 	sent := 0
@@ -120,30 +128,8 @@ func TestReadRest(t *testing.T) {
 // the kernel did not take of a frame goes out after it through the writer:
 // once the peer reads, every frame arrives whole and in order.
 func TestBlockingCallWriteBounded(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- c // read from only at the end
-		}
-	}()
 	const timeout = 100 * time.Millisecond
-	p, err := NewProducer(ln.Addr().String(), WithTimeout(timeout), WithRetries(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var srv net.Conn
-	select {
-	case srv = <-accepted:
-		defer srv.Close()
-	case <-time.After(5 * time.Second):
-		t.Fatal("no connection")
-	}
+	p, srv := silentPeer(t, WithTimeout(timeout), WithRetries(0)) // read from only at the end
 	// A small send first, which times out: the session's hello is out, so
 	// each big send is alone in the buffer.
 	send := func(i int, body []byte) {
