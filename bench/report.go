@@ -180,14 +180,20 @@ func met(ok bool) string {
 	return "not met"
 }
 
+// targetTable starts the targets table of an issue: the builder, and
+// row to add a scenario's target, figures and verdict to it.
+func targetTable(issue string) (*strings.Builder, func(sc, target, measured, verdict string)) {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "Targets of issue %s (1 KiB), as measured in this run:\n\n", issue)
+	b.WriteString("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
+	return b, func(sc, target, measured, verdict string) {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", sc, target, measured, verdict)
+	}
+}
+
 // targets renders the targets table of issue 7 with the measured figures.
 func targets(o *opts, disk []result, ps []*pair) string {
-	var b strings.Builder
-	b.WriteString("Targets of issue 7 (1 KiB), as measured in this run:\n\n")
-	b.WriteString("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
-	row := func(sc, target, measured, verdict string) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", sc, target, measured, verdict)
-	}
+	b, row := targetTable("7")
 	const k = 1024
 	if w, n := wharf1(ps, "async-256", k); w != nil && n != nil {
 		r := w.MsgsPerS / n.MsgsPerS
@@ -335,12 +341,7 @@ var publishScenarios = []string{"async-256", noCoalesce, "async-4096", "batch-32
 // targets17 renders the targets table of issue 17 with the measured
 // figures.
 func targets17(o *opts, disk []result, ps []*pair) string {
-	var b strings.Builder
-	b.WriteString("Targets of issue 17 (1 KiB), as measured in this run:\n\n")
-	b.WriteString("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
-	row := func(sc, target, measured, verdict string) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", sc, target, measured, verdict)
-	}
+	b, row := targetTable("17")
 	const k = 1024
 	if w, n := wharf1(ps, "e2e-10k", k); w != nil && n != nil && n.P99Ms > 0 {
 		r := w.P99Ms / n.P99Ms
