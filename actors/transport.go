@@ -1,6 +1,10 @@
 package actors
 
-import "github.com/wharfmq/wharf/protocol"
+import (
+	"slices"
+
+	"github.com/wharfmq/wharf/protocol"
+)
 
 // Conn is the Transport seam for one peer connection (a client today; slaves
 // and name servers later). Production connections are gnet connections
@@ -33,6 +37,42 @@ func parked(c Conn, delta int) {
 	if p, ok := c.(interface{ Parked(delta int) }); ok {
 		p.Parked(delta)
 	}
+}
+
+// corker is a Conn that can hold the answers written to it (Cork) and
+// write them together (Uncork): netio's connections. Cork calls nest.
+type corker interface {
+	Cork()
+	Uncork()
+}
+
+// corkAll corks the distinct connections of items that can be corked, and
+// returns them (appended to into) for uncorkAll. A burst's sends share
+// their connection: most batches cork one.
+func corkAll(into []corker, items []*sendItem) []corker {
+	var last Conn
+	for _, it := range items {
+		if it.conn == last || it.conn == nil {
+			continue
+		}
+		last = it.conn
+		c, ok := it.conn.(corker)
+		if !ok || slices.Contains(into, c) {
+			continue
+		}
+		c.Cork()
+		into = append(into, c)
+	}
+	return into
+}
+
+// uncorkAll ends corkAll: each connection writes what it held.
+func uncorkAll(cs []corker) []corker {
+	for i, c := range cs {
+		c.Uncork()
+		cs[i] = nil
+	}
+	return cs[:0]
 }
 
 // Inbound is one read burst of a connection: every complete request frame

@@ -67,6 +67,7 @@ type writerActor struct {
 	waits      []*pendingReply // sends waiting for the gate, not yet handed over
 	items      []writer.Item
 	itemPtrs   []*writer.Item
+	corked     []corker // the connections a batch's answers are held on
 }
 
 func newWriterActor(d writerDeps, role roleState) *writerActor {
@@ -79,13 +80,7 @@ func (a *writerActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *writeBatch:
 		a.write(ctx, m)
-		if m.release != nil {
-			clear(a.items) // they alias the burst's bytes
-			m.release()
-		}
-		if bu := m.burst; bu != nil {
-			bu.recycle() // m lives in it: not to be read afterwards
-		}
+		a.written(m)
 	case *notifyTick:
 		a.notifySoon = false
 		ctx.Send(a.p.durability, &appended{waits: a.waits})
@@ -167,17 +162,31 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	a.published(ctx, res)
 	done := a.k.now() // the batch's answers' end, for the latency metric
 	var run storedRun
+	a.corked = corkAll(a.corked, wb.items) // the answers leave together
 	for i, it := range wb.items {
 		if res.Outcomes[i].Stored {
 			run.add(a.k.metrics, it.topic, len(it.msgs), bodyBytes(it.msgs))
 		}
 		a.answer(ctx, done, it, res.Outcomes[i])
 	}
+	a.corked = uncorkAll(a.corked)
 	run.flush(a.k.metrics)
 	if res.Stored > 0 {
 		a.appended(ctx)
 	}
 	a.prepare()
+}
+
+// written gives back what a written batch holds: its burst's bytes, then
+// the burst itself (wb may live in it: not to be read afterwards).
+func (a *writerActor) written(wb *writeBatch) {
+	if wb.release != nil {
+		clear(a.items) // they alias the burst's bytes
+		wb.release()
+	}
+	if bu := wb.burst; bu != nil {
+		bu.recycle()
+	}
 }
 
 // toItems converts the batch for the core, reusing one slice of items.

@@ -44,6 +44,7 @@ type conn struct {
 	// it. fdGone: OnClose ran, the loop is about to close fd (and its
 	// number may be reused): no direct write may start.
 	viaLoop, fdGone bool
+	corks           int          // Cork calls not yet matched by Uncork: frames wait in out
 	closed          atomic.Bool  // Write is a no-op once set
 	disconnected    atomic.Bool  // Disconnected delivered
 	lastActive      atomic.Int64 // unix nanos of the last read or completed write
@@ -184,6 +185,11 @@ func (c *conn) write(frame []byte) {
 	// to the loop together: one writev per loop turn instead of one write
 	// per response (syscalls were a third of the broker's CPU).
 	c.outMu.Lock()
+	if c.corks > 0 && !c.flushQueued {
+		c.out = append(c.out, frame) // Uncork writes it, with the others
+		c.outMu.Unlock()
+		return
+	}
 	if left-c.parked.Load() <= 0 && !c.flushQueued && !c.viaLoop && !c.fdGone {
 		// The last answer the peer waits for (but for parked long polls,
 		// whose answers come when they come), and nothing of ours is
@@ -207,17 +213,115 @@ func (c *conn) write(frame []byte) {
 		c.outMu.Unlock()
 		return
 	}
+	c.queueFlush(limit)
+}
+
+// queueFlush hands c.out to the loop: its next turn writes it (flushOut).
+// Called with outMu held and no flush queued; it unlocks outMu.
+func (c *conn) queueFlush(limit int64) {
 	c.flushQueued = true
 	c.viaLoop = true
 	c.outMu.Unlock()
 	err := c.gc.AsyncWritev(nil, func(gc gnet.Conn, err error) error { return c.flushOut(gc, err, limit) })
 	if err != nil { // the engine is shutting down
 		c.outMu.Lock()
-		c.pending.Add(-int64(len(frame)))
+		var n int64
+		for _, b := range c.out {
+			n += int64(len(b))
+		}
+		c.s.stats.droppedWrites.Add(uint64(len(c.out)))
+		c.pending.Add(-n)
 		c.flushQueued = false
+		clear(c.out)
 		c.out = c.out[:0]
 		c.outMu.Unlock()
-		c.s.stats.droppedWrites.Add(1)
+	}
+}
+
+// Cork holds the frames written to c from now on until the matching
+// Uncork, which writes them together. The writer corks the connections of
+// a batch of sends while it answers them: the batch's answers then leave
+// in one writev from the writer's goroutine, instead of waking the loop to
+// write them (an eventfd write and the loop's wake-up per batch, and the
+// answers waiting for the loop's thread to be scheduled).
+func (c *conn) Cork() {
+	c.outMu.Lock()
+	c.corks++
+	c.outMu.Unlock()
+}
+
+// Uncork ends a Cork. The last one writes the frames held: directly, when
+// nothing of ours waits in gnet or the loop, as far as the kernel takes
+// them; what it does not take (or everything, otherwise) goes through the
+// loop, in order.
+func (c *conn) Uncork() {
+	c.outMu.Lock()
+	c.corks--
+	if c.corks > 0 || len(c.out) == 0 || c.flushQueued {
+		c.outMu.Unlock() // a queued flush takes c.out with it
+		return
+	}
+	if !c.viaLoop && !c.fdGone && c.writevDirect() {
+		c.outMu.Unlock()
+		return
+	}
+	c.queueFlush(int64(c.s.opt.MaxOutboundBytes))
+}
+
+// writevDirect writes c.out to the socket from the calling goroutine, with
+// outMu held (as writeDirect), and reports whether all of it is done with:
+// written whole, or dropped on a broken connection. What the kernel did not
+// take stays in c.out, its first frame cut to the unwritten part.
+func (c *conn) writevDirect() bool {
+	var written int64
+	for len(c.out) > 0 {
+		k := min(len(c.out), maxIOV)
+		n, err := unix.Writev(c.fd, c.out[:k])
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			written += int64(n)
+			c.cutWritten(n)
+		}
+		if err == unix.EAGAIN || (err == nil && n <= 0) {
+			break
+		}
+		if err != nil { // broken: gnet's read side reports the close
+			var rest int64
+			for _, b := range c.out {
+				rest += int64(len(b))
+				putFrame(b)
+			}
+			c.pending.Add(-rest)
+			c.s.stats.droppedWrites.Add(uint64(len(c.out)))
+			clear(c.out)
+			c.out = c.out[:0]
+			break
+		}
+	}
+	c.pending.Add(-written)
+	if written > 0 {
+		c.s.stats.bytesOut.Add(uint64(written))
+		c.s.stats.directWrites.Add(1)
+		c.touch()
+	}
+	return len(c.out) == 0
+}
+
+// cutWritten drops the first n bytes of c.out: frames written whole go
+// back to the pool, a frame written in part keeps its unwritten tail.
+func (c *conn) cutWritten(n int) {
+	i := 0
+	for ; i < len(c.out) && n >= len(c.out[i]); i++ {
+		n -= len(c.out[i])
+		putFrame(c.out[i])
+	}
+	rest := copy(c.out, c.out[i:])
+	clear(c.out[rest:])
+	c.out = c.out[:rest]
+	if n > 0 {
+		c.out[0] = c.out[0][n:]
 	}
 }
 
