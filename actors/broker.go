@@ -38,6 +38,7 @@ type Broker struct {
 	v      *views
 	stats  *stats
 	bursts burstPool // spare bursts of sends, back from the writer
+	sends  sendQueue // bursts of sends on their way to the writer
 	reg    *regMemo  // nil: no name server
 
 	strategy actor.SupervisorStrategy
@@ -154,7 +155,7 @@ func (b *Broker) Start() error {
 		return &reputActor{k: b.k, store: b.store, p: b.p, syncFlush: b.cfg.FlushDiskType == SyncFlush,
 			controller: b.cfg.EnableControllerMode, held: held, interval: b.cfg.FlushIntervalConsumeQueue, queueProps: b.queueProps}
 	})
-	wd := writerDeps{k: b.k, p: b.p, v: b.v, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial, restart: b.env.Restart}
+	wd := writerDeps{k: b.k, p: b.p, v: b.v, sends: &b.sends, st: b.store, stats: b.stats, cfg: b.cfg, limits: b.limits, dialer: b.env.Dial, restart: b.env.Restart}
 	start := b.startRole()
 	// A restarted writer takes the role in force, not the one the broker
 	// started with: the role may have changed at run time.
@@ -327,7 +328,9 @@ func (b *Broker) Deliver(in *Inbound) {
 		// The writer gives the bytes back, and then the burst itself.
 		wb.release, wb.burst, bu.pool = in.Release, bu, &b.bursts
 	}
-	b.sys.Root.Send(b.p.writer, wb)
+	if b.sends.push(wb) {
+		b.sys.Root.Send(b.p.writer, &sendsQueued{})
+	}
 }
 
 // route hands every request but a send to the actor that owns what it

@@ -33,8 +33,9 @@ type internalStored struct {
 	err error
 }
 
-// writeBatch is every send of one read burst: the writer appends them as one
-// batch.
+// writeBatch is every send of one read burst (or a due delayed message's
+// re-store): the writer appends them as one batch, together with every
+// other burst queued for it meanwhile (sendQueue).
 type writeBatch struct {
 	items []*sendItem
 	// release, if set, is Inbound.Release of the burst the items came

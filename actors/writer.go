@@ -28,6 +28,7 @@ type writerDeps struct {
 	k      *kit
 	p      *pids
 	v      *views
+	sends  *sendQueue // the transport's bursts of sends
 	st     *storage.Store
 	stats  *stats
 	cfg    Config // the role fields are the start's; the actor's role state wins
@@ -67,7 +68,9 @@ type writerActor struct {
 	waits      []*pendingReply // sends waiting for the gate, not yet handed over
 	items      []writer.Item
 	itemPtrs   []*writer.Item
-	corked     []corker // the connections a batch's answers are held on
+	corked     []corker      // the connections a batch's answers are held on
+	queued     []*writeBatch // the bursts taken from the sendQueue
+	merged     writeBatch    // their items, as one batch
 }
 
 func newWriterActor(d writerDeps, role roleState) *writerActor {
@@ -78,6 +81,8 @@ func (a *writerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.start(ctx)
+	case *sendsQueued:
+		a.writeQueued(ctx)
 	case *writeBatch:
 		a.write(ctx, m)
 		a.written(m)
@@ -175,6 +180,29 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 		a.appended(ctx)
 	}
 	a.prepare()
+}
+
+// writeQueued appends every burst waiting in the sendQueue as one batch
+// (see sendQueue), then gives the bursts back.
+func (a *writerActor) writeQueued(ctx actor.Context) {
+	a.queued = a.sends.take(a.queued[:0])
+	wbs := a.queued
+	switch len(wbs) {
+	case 0:
+	case 1:
+		a.write(ctx, wbs[0])
+	default:
+		a.merged.items = a.merged.items[:0]
+		for _, wb := range wbs {
+			a.merged.items = append(a.merged.items, wb.items...)
+		}
+		a.write(ctx, &a.merged)
+		clear(a.merged.items)
+	}
+	for _, wb := range wbs {
+		a.written(wb)
+	}
+	clear(wbs)
 }
 
 // written gives back what a written batch holds: its burst's bytes, then
