@@ -49,7 +49,10 @@
 //
 // The writer is the one appender of the CommitLog in every role: a
 // master's writer appends sends, a slave's its master's bytes; it runs
-// retention. The durability actor owns what makes an append durable and
+// retention. Bursts of sends reach it through a queue (sendQueue), not a
+// mailbox message each, so that every burst that arrived while it ran is
+// appended, handed to the durability actor and answered as one batch; a
+// batch's answers to one connection leave in one writev (Cork). The durability actor owns what makes an append durable and
 // the answer to every send that waits for it: the flushed offset, the
 // slaves' acknowledgements and the gate all live there (no cross-actor
 // atomics), and its mailbox holds fsync completions and slaves' reports,

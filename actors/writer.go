@@ -165,17 +165,7 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	now := a.k.now()
 	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
 	a.published(ctx, res)
-	done := a.k.now() // the batch's answers' end, for the latency metric
-	var run storedRun
-	a.corked = corkAll(a.corked, wb.items) // the answers leave together
-	for i, it := range wb.items {
-		if res.Outcomes[i].Stored {
-			run.add(a.k.metrics, it.topic, len(it.msgs), bodyBytes(it.msgs))
-		}
-		a.answer(ctx, done, it, res.Outcomes[i])
-	}
-	a.corked = uncorkAll(a.corked)
-	run.flush(a.k.metrics)
+	a.answerAll(ctx, wb.items, res.Outcomes)
 	if res.Stored > 0 {
 		a.appended(ctx)
 	}
@@ -215,6 +205,23 @@ func (a *writerActor) written(wb *writeBatch) {
 	if bu := wb.burst; bu != nil {
 		bu.recycle()
 	}
+}
+
+// answerAll answers a written batch, its connections corked meanwhile so
+// that each one's answers leave together. The uncork is deferred: a panic
+// (the writer restarts) must not leave a connection holding its answers.
+func (a *writerActor) answerAll(ctx actor.Context, items []*sendItem, outcomes []writer.Outcome) {
+	done := a.k.now() // the batch's answers' end, for the latency metric
+	var run storedRun
+	a.corked = corkAll(a.corked, items)
+	defer func() { a.corked = uncorkAll(a.corked) }()
+	for i, it := range items {
+		if outcomes[i].Stored {
+			run.add(a.k.metrics, it.topic, len(it.msgs), bodyBytes(it.msgs))
+		}
+		a.answer(ctx, done, it, outcomes[i])
+	}
+	run.flush(a.k.metrics)
 }
 
 // toItems converts the batch for the core, reusing one slice of items.
