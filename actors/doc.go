@@ -52,8 +52,10 @@
 // retention. Bursts of sends reach it through a queue (sendQueue), not a
 // mailbox message each, so that every burst that arrived while it ran is
 // appended, handed to the durability actor and answered as one batch; a
-// batch's answers to one connection leave in one writev (Cork). The durability actor owns what makes an append durable and
-// the answer to every send that waits for it: the flushed offset, the
+// batch's answers to one connection leave in one writev (Cork).
+//
+// The durability actor owns what makes an append durable and the answer
+// to every send that waits for it: the flushed offset, the
 // slaves' acknowledgements and the gate all live there (no cross-actor
 // atomics), and its mailbox holds fsync completions and slaves' reports,
 // not sends, so a group commit or a slave's acknowledgement is answered
