@@ -45,6 +45,7 @@ type Broker struct {
 	depths   *mailboxDepths // nil: metrics off, mailboxes not counted
 	bootTime time.Time
 	stopOnce sync.Once
+	stopping atomic.Bool // stop began: protoactor's dead letters are expected (stopQuiet)
 }
 
 // stats are the broker's counters, for GET_BROKER_RUNTIME_INFO.
@@ -100,7 +101,7 @@ func (b *Broker) Start() error {
 	if err := b.checkSeams(); err != nil {
 		return err
 	}
-	actorLog := b.log.With("lib", "protoactor")
+	actorLog := slog.New(stopQuiet{Handler: b.log.Handler(), stopping: &b.stopping}).With("lib", "protoactor")
 	b.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	b.k = &kit{root: b.sys.Root, clock: b.env.Clock, runIO: b.env.RunIO, lane: newIOLane(b.env.RunIO), log: b.log}
 	b.k.metrics, b.k.timed = metricsOf(b.env)
@@ -237,6 +238,7 @@ func (b *Broker) Stop() error {
 func (b *Broker) stop(poison func(pid *actor.PID)) error {
 	var err error
 	b.stopOnce.Do(func() {
+		b.stopping.Store(true)
 		// The role supervisor first: it stops the scheduler, its child.
 		// The registrar first: it unregisters while the broker still serves.
 		for _, pid := range []*actor.PID{b.p.snapshot, b.p.registrar, b.p.ctl, b.p.role, b.p.writer, b.p.durability, b.p.reput, b.p.index, b.p.groups, b.p.topics, b.p.offsets} {
