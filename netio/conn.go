@@ -257,6 +257,11 @@ func (c *conn) Cork() {
 func (c *conn) Uncork() {
 	c.outMu.Lock()
 	c.corks--
+	if c.corks < 0 { // a bug of the caller's: unlock first, or the connection hangs
+		c.corks = 0
+		c.outMu.Unlock()
+		panic("netio: Uncork without a Cork")
+	}
 	if c.corks > 0 || len(c.out) == 0 || c.flushQueued {
 		c.outMu.Unlock() // a queued flush takes c.out with it
 		return

@@ -117,3 +117,24 @@ func TestCorkedAnswersBeyondTheSocketBuffer(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// An Uncork without its Cork is the caller's bug: it panics, and leaves
+// the connection usable.
+func TestUncorkWithoutCorkPanics(t *testing.T) {
+	h := newEchoHandler()
+	s := startServer(t, h, Options{})
+	c := dial(t, s)
+	sc := parkedConn(t, h, c, 1)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Uncork without a Cork did not panic")
+			}
+		}()
+		sc.Uncork()
+	}()
+	answer(sc, 1, []byte("still"))
+	if f, err := readFrame(c, 3*time.Second); err != nil || f.Opaque != 1 || string(f.Body) != "still" {
+		t.Fatalf("answer after the panic: %+v, %v", f, err)
+	}
+}
