@@ -67,7 +67,7 @@ func New(cfg Config, env Env, store *storage.Store, limits protocol.Limits) *Bro
 	b := &Broker{cfg: cfg, env: env, store: store, limits: limits, log: env.Logger, p: &pids{}, v: newViews(), stats: &stats{}}
 	b.v.publishRole(b.startRole())
 	if env.Metrics != nil {
-		b.depths = newMailboxDepths()
+		b.depths = newMailboxDepths(&b.sends)
 	}
 	return b
 }

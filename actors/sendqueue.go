@@ -48,3 +48,10 @@ func (q *sendQueue) take(into []*writeBatch) []*writeBatch {
 	q.mu.Unlock()
 	return into
 }
+
+// len is how many bursts wait (for the mailbox-depth metric).
+func (q *sendQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.q)
+}

@@ -88,3 +88,19 @@ func TestQueuedBurstsAppendedTogether(t *testing.T) {
 		})
 	}
 }
+
+// Bursts waiting in the queue count in the writer's mailbox depth, as they
+// did when each was a message of its own.
+func TestQueuedBurstsCountAsWriterDepth(t *testing.T) {
+	var q sendQueue
+	d := newMailboxDepths(&q)
+	q.push(&writeBatch{})
+	q.push(&writeBatch{})
+	if got := d.snapshot()["writer"]; got != 2 {
+		t.Fatalf("writer depth %d with two bursts queued, want 2", got)
+	}
+	q.take(nil)
+	if got := d.snapshot()["writer"]; got != 0 {
+		t.Fatalf("writer depth %d after the take, want 0", got)
+	}
+}

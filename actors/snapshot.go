@@ -45,7 +45,8 @@ type BrokerSnapshot struct {
 	MsgGetTotal   int64       `json:"msgGetTotal"`
 	BytesPutTotal int64       `json:"bytesPutTotal"`
 	// MailboxDepths are the messages waiting in the actors' mailboxes (or
-	// being handled), by actor kind (every queue's dispatch actor under
+	// being handled; the writer's also counts the bursts of sends queued
+	// for it), by actor kind (every queue's dispatch actor under
 	// "dispatch", the group router and every coordinator under "groups").
 	MailboxDepths map[string]int64 `json:"mailboxDepths"`
 
@@ -399,6 +400,10 @@ func replicationOf(in snapInput) ReplicationSnapshot {
 type mailboxDepths struct {
 	kinds []string
 	n     []paddedCount
+	// sends are the bursts of sends waiting for the writer beside its
+	// mailbox (sendQueue): counted as the writer's, one per burst, as they
+	// were when each burst was a message of its own.
+	sends *sendQueue
 }
 
 // paddedCount is a counter on a cache line of its own: the kinds' counters
@@ -415,8 +420,8 @@ type paddedCount struct {
 var mailboxKinds = []string{"writer", "durability", "reput", "dispatch", "index", "topics", "offsets", "groups",
 	"role", "scheduler", "registrar", "ctlclient"}
 
-func newMailboxDepths() *mailboxDepths {
-	return &mailboxDepths{kinds: mailboxKinds, n: make([]paddedCount, len(mailboxKinds))}
+func newMailboxDepths(sends *sendQueue) *mailboxDepths {
+	return &mailboxDepths{kinds: mailboxKinds, n: make([]paddedCount, len(mailboxKinds)), sends: sends}
 }
 
 // middleware is kind's counter as a mailbox middleware, nil for a kind
@@ -437,6 +442,9 @@ func (d *mailboxDepths) snapshot() map[string]int64 {
 	out := make(map[string]int64, len(d.kinds))
 	for i, k := range d.kinds {
 		out[k] = max(d.n[i].Load(), 0)
+	}
+	if d.sends != nil {
+		out["writer"] += int64(d.sends.len())
 	}
 	return out
 }
