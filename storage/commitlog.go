@@ -66,6 +66,9 @@ type CommitLog struct {
 	maxMsg    int
 	storeHost netip.AddrPort
 	prefault  bool
+	// materialize (SYNC_FLUSH): the warm window ahead of the end is also
+	// written back, so its blocks are written extents (see WarmAhead).
+	materialize bool
 
 	// segs is an immutable snapshot replaced on every change, so readers and
 	// the flusher never take the writer's lock.
@@ -112,6 +115,7 @@ type CommitLogOptions struct {
 	MaxMessageSize int            // maxMessageSize: largest encoded record
 	StoreHost      netip.AddrPort // written into every record
 	Prefault       bool           // keep a window ahead of the end populated (WarmAhead)
+	Materialize    bool           // and written back: SYNC_FLUSH (WarmAhead)
 	Faults         Faults
 }
 
@@ -123,7 +127,7 @@ func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, err
 		return nil, fmt.Errorf("commitlog: maxMessageSize %d does not fit a segment of %d bytes", o.MaxMessageSize, o.SegmentSize)
 	}
 	c := &CommitLog{fs: fsys, dir: dir, segSize: o.SegmentSize, maxMsg: o.MaxMessageSize,
-		storeHost: o.StoreHost, prefault: o.Prefault, faults: o.Faults, queueOffsets: map[QueueKey]int64{}}
+		storeHost: o.StoreHost, prefault: o.Prefault, materialize: o.Materialize, faults: o.Faults, queueOffsets: map[QueueKey]int64{}}
 	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("commitlog: %w", err)
 	}

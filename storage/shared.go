@@ -320,16 +320,22 @@ func (s *Store) DeleteIndexBefore(minPhy int64) (int, error) {
 // WarmWindow is how far ahead of the log's end WarmAhead keeps pages
 // populated. Small enough that the zero pages it dirties are overwritten by
 // real appends before the kernel writes them back (so the disk writes each
-// page once), large enough to stay ahead of a writer at full speed.
+// page once), large enough to stay ahead of a writer at full speed. (With
+// Materialize the window is written back at once: under SYNC_FLUSH the disk
+// writes each page twice, zeros ahead of time and then the records.)
 const WarmWindow = 64 << 20
 
-// WarmAhead returns work that populates the pages of the next stretch of the
+// WarmAhead returns work that prepares the pages of the next stretch of the
 // log ahead of its end (across the current and the prepared segment), or nil
-// if enough is warm already or warming is off (warmMapedFileEnable). The
-// writer runs the work off its goroutine: populating never changes bytes, so
-// it is safe while the writer appends into the same pages. Writer only.
+// if enough is prepared already or there is nothing to do. With
+// warmMapedFileEnable it populates them; under SYNC_FLUSH (Materialize) it
+// populates them and writes them back (vfs.Materialize), so the fsyncs that
+// acknowledgements wait for find written extents, not unwritten ones whose
+// conversion commits the journal in every fsync. The writer runs the work
+// off its goroutine: neither changes bytes, so it is safe while the writer
+// appends into the same pages. Writer only.
 func (c *CommitLog) WarmAhead() func() {
-	if !c.prefault {
+	if !c.prefault && !c.materialize {
 		return nil
 	}
 	end := c.maxOffset.Load()
@@ -362,9 +368,16 @@ func (c *CommitLog) WarmAhead() func() {
 		return nil
 	}
 	c.warmTo = covered
+	materialize := c.materialize
 	return func() {
 		for _, sp := range spans {
-			vfs.Populate(sp.f, sp.off, sp.n)
+			if !materialize {
+				vfs.Populate(sp.f, sp.off, sp.n)
+				continue
+			}
+			// An error here makes nothing less durable: the fsync an
+			// acknowledgement waits for meets a failing disk itself.
+			_ = vfs.Materialize(sp.f, sp.off, sp.n)
 		}
 	}
 }

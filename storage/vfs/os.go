@@ -391,5 +391,25 @@ func (f *osFile) populate(off, n int64) {
 	}
 }
 
+// materialize is Materialize on the OS FS: populate and msync a step at a
+// time, so no single call holds the mmap lock or the device for long (a
+// step's writeback is about a millisecond of this machine's disk, which an
+// acknowledgement's fsync may queue behind).
+func (f *osFile) materialize(off, n int64) error {
+	if f.data == nil || off < 0 || n <= 0 || off >= int64(len(f.data)) {
+		return nil
+	}
+	start := off &^ int64(osPageSize-1)
+	end := min(off+n, int64(len(f.data)))
+	for at := start; at < end; at += populateStep {
+		b := f.data[at:min(at+populateStep, end)]
+		_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE) // a hint (see populate)
+		if err := unix.Msync(b, unix.MS_SYNC); err != nil {
+			return wrapErr("materialize", f.name, err)
+		}
+	}
+	return nil
+}
+
 // populateStep bounds one MADV_POPULATE_WRITE call (see populate).
 const populateStep = 1 << 20

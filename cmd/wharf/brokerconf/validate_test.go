@@ -139,6 +139,7 @@ maxHashSlotNum=1000
 maxIndexNum=4000
 checkCRCOnRecover=false
 warmMapedFileEnable=false
+flushDiskType=SYNC_FLUSH
 fileReservedTime=48
 deleteWhen=04;16
 diskMaxUsedSpaceRatio=70
@@ -160,6 +161,7 @@ diskSpaceWarningLevelRatio=88
 		CheckCRCOnRecover:          false,
 		StoreHost:                  netip.MustParseAddrPort("10.1.2.3:20911"),
 		WarmMappedFileEnable:       false,
+		SyncFlush:                  true,
 		Retention: storage.RetentionPolicy{
 			FileReservedTime:            48 * time.Hour,
 			DeleteWhen:                  []int{4, 16},
