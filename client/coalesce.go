@@ -12,16 +12,33 @@ import (
 // while the connection's writer is busy (writing earlier frames) join one
 // open batch, and the writer encodes it as one SEND_BATCH just before its
 // next write; a batch of one goes out as a plain SEND. Nothing waits for a
-// batch to fill: an idle connection writes the first message at once. The
-// broker then appends, answers and the client decodes one request per
-// batch instead of one per message. The batch's queue is picked when it
-// opens (round robin over the topic's queues, so queues stay balanced over
-// time) and every message of the batch goes to it: Kafka's "sticky
-// partitioner".
+// batch to fill: an idle connection writes the first message at once, and
+// a batch that reaches callerWriteBytes before the writer ran is written
+// by the caller that filled it. The broker then appends, answers and the
+// client decodes one request per batch instead of one per message. The
+// batch's queue is picked when it opens (round robin over the topic's
+// queues, so queues stay balanced over time) and every message of the
+// batch goes to it: Kafka's "sticky partitioner".
 
 // maxCoalescedBytes bounds the body of one coalesced batch, so that one
 // batch is never a long write and an answer never waits behind one.
 const maxCoalescedBytes = 256 << 10
+
+// callerWriteBytes: an open batch this large with no write under way is
+// written by the SendAsync that filled it (one write(2), as a sync call's
+// own write), not left to the writer goroutine.
+//
+// Why: kicking the writer readies it on the sender's P, where it waits
+// until the sender blocks; with the other P busy (the reader, callbacks,
+// on two cores the broker) a sender with a window of 256 in flight ran
+// 330 µs at a time and the writer waited about 100 µs per wake-up, so
+// batches grew towards the whole window and went out one round trip at a
+// time (an execution trace of async-256: the writer runnable 24 % of the
+// time, the two processes using 1.25 of two cores). Bounded, several
+// batches are in flight at once. 32 KiB cost CPU (more, smaller writes:
+// 0.98x msg/s), 128 KiB rarely applied (1.04x), 64 KiB gave 1.09-1.14x
+// (docs/BENCHMARKS.md, issue 17).
+const callerWriteBytes = 64 << 10
 
 // sendPart is the outcome of one coalesced message.
 type sendPart struct {
@@ -118,6 +135,13 @@ func (c *conn) sendCoalesced(ctx context.Context, group string, msg *protocol.Me
 	b.parts = append(b.parts, done)
 	b.bytes += size
 	b.deadline = minTime(b.deadline, deadline)
+	if b.bytes >= callerWriteBytes && !s.writing && s.raw != nil {
+		s.sealLocked()
+		w := s.takeLocked()
+		s.mu.Unlock()
+		s.writeOnce(w)
+		return
+	}
 	s.mu.Unlock()
 	if kick {
 		select {

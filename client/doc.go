@@ -25,7 +25,8 @@
 // while the connection is busy writing go out together as one
 // SEND_BATCH_MESSAGE to one queue (picked round robin per batch), and each
 // callback still gets its own message's id, queue and offset. Nothing waits
-// for a batch to fill. A refused batch is sent again message by message, so
+// for a batch to fill, and none grows past 64 KiB while the connection is
+// idle: the SendAsync that fills it writes it. A refused batch is sent again message by message, so
 // one bad message cannot fail the others. WithSendCoalescing(false) turns
 // it off.
 //
