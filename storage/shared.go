@@ -344,8 +344,8 @@ func (c *CommitLog) WarmAhead() func() {
 	}
 	from, to := max(c.warmTo, end), end+WarmWindow
 	type span struct {
-		f      vfs.File
-		off, n int64
+		f vfs.File
+		m []byte // taken here, on the writer: the work never reads the segment
 	}
 	var spans []span
 	segs := c.segments()
@@ -360,7 +360,7 @@ func (c *CommitLog) WarmAhead() func() {
 	for _, sg := range cands {
 		lo, hi := max(from, sg.start), min(to, sg.end())
 		if lo < hi {
-			spans = append(spans, span{sg.f, lo - sg.start, hi - lo})
+			spans = append(spans, span{sg.f, sg.data[lo-sg.start : hi-sg.start]})
 			covered = hi
 		}
 	}
@@ -372,12 +372,12 @@ func (c *CommitLog) WarmAhead() func() {
 	return func() {
 		for _, sp := range spans {
 			if !materialize {
-				vfs.Populate(sp.f, sp.off, sp.n)
+				vfs.Populate(sp.f, sp.m)
 				continue
 			}
 			// An error here makes nothing less durable: the fsync an
 			// acknowledgement waits for meets a failing disk itself.
-			_ = vfs.Materialize(sp.f, sp.off, sp.n)
+			_ = vfs.Materialize(sp.f, sp.m)
 		}
 	}
 }

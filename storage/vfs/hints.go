@@ -54,29 +54,33 @@ func Prefault(b []byte) {
 	}
 }
 
-// Materialize makes the blocks of f in [off, off+n) written blocks of the
-// file system: it populates the pages of the mapping (as Populate) and
-// writes them back (msync MS_SYNC), a step of materializeStep at a time.
+// Materialize makes the blocks under m written blocks of the file system:
+// it populates the pages (as Populate) and writes them back (msync
+// MS_SYNC), a step of populateStep at a time. m is a stretch of f's
+// mapping (as Map returned it) that the caller took while it was mapped.
 //
 // Why: a preallocated (fallocate) file's blocks are unwritten extents on
 // ext4 and xfs. The first writeback of each block converts its extent, a
 // metadata change, so every fdatasync that covers freshly appended bytes
-// also commits the journal: two cache flushes of the device instead of one
-// (0.63-0.92 ms against 0.25-0.29 ms per fdatasync of 26 KiB appends on
-// this project's test machine; docs/BENCHMARKS.md, issue 17). Materialized
-// ahead of the appends, the conversion is paid once per window, off the
-// path an acknowledgement waits on.
+// also writes the extent blocks and the inode synchronously (ext4 without
+// a journal) or commits the journal: 0.63-0.92 ms against 0.25-0.29 ms per
+// sync of 26 KiB appends on this project's test machine (docs/
+// BENCHMARKS.md, issue 17). Materialized ahead of the appends, the
+// conversion is paid once per window, off the path an acknowledgement
+// waits on.
 //
 // Like Populate it never changes a byte (a populated page keeps its content
 // and writeback writes what the pages hold), so it is safe while another
 // goroutine appends into the same pages; bytes appended meanwhile may reach
-// the disk early, which promises nothing and breaks nothing. It is a no-op
-// for files not mapped on the OS FS, and returns the first msync error.
-func Materialize(f File, off, n int64) error {
+// the disk early, which promises nothing and breaks nothing. Neither reads
+// f's state, nor touches m's bytes from Go: a file unmapped meanwhile (a
+// broker stopping) only makes the kernel calls fail. It is a no-op for
+// files not on the OS FS, and returns the first msync error.
+func Materialize(f File, m []byte) error {
 	for {
 		switch x := f.(type) {
 		case *osFile:
-			return x.materialize(off, n)
+			return x.materialize(m)
 		case interface{ Unwrap() File }:
 			f = x.Unwrap()
 		default:
@@ -85,17 +89,18 @@ func Materialize(f File, off, n int64) error {
 	}
 }
 
-// Populate makes the pages of f's mapping in [off, off+n) present and
-// writable (madvise MADV_POPULATE_WRITE), so appends there run at
-// page-cache speed instead of faulting per page. Unlike Prefault it never
-// touches the bytes, so it is safe while another goroutine writes the same
-// pages. It is a no-op for files not mapped on the OS FS, and on kernels
-// without MADV_POPULATE_WRITE (before 5.14).
-func Populate(f File, off, n int64) {
+// Populate makes the pages under m, a stretch of f's mapping taken while
+// it was mapped, present and writable (madvise MADV_POPULATE_WRITE), so
+// appends there run at page-cache speed instead of faulting per page.
+// Unlike Prefault it never touches the bytes, so it is safe while another
+// goroutine writes the same pages, and after f is unmapped (the kernel call
+// fails). It is a no-op for files not on the OS FS, and on kernels without
+// MADV_POPULATE_WRITE (before 5.14).
+func Populate(f File, m []byte) {
 	for {
 		switch x := f.(type) {
 		case *osFile:
-			x.populate(off, n)
+			x.populate(m)
 			return
 		case interface{ Unwrap() File }:
 			f = x.Unwrap()

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -374,20 +375,16 @@ func (f *osFile) advise(a Advice) error {
 	return wrapErr("madvise", f.name, unix.Madvise(f.data, adv))
 }
 
-func (f *osFile) populate(off, n int64) {
-	if f.data == nil || off < 0 || n <= 0 || off >= int64(len(f.data)) {
-		return
-	}
-	start := off &^ int64(osPageSize-1)
-	end := min(off+n, int64(len(f.data)))
+func (f *osFile) populate(m []byte) {
+	m = pageAligned(m)
 	// In steps of populateStep: the kernel holds the process's mmap lock
 	// for reading through one call, and a 32 MiB call (8,192 page faults)
 	// holds it for milliseconds, while anything wanting it for writing
 	// (the Go runtime mapping more heap) and every page fault queued behind
 	// that wait. (The broker's tail-latency stalls measured with the window
 	// on came mostly from ext4's journal, not from this; see STORAGE.md.)
-	for at := start; at < end; at += populateStep {
-		_ = unix.Madvise(f.data[at:min(at+populateStep, end)], unix.MADV_POPULATE_WRITE) // a hint: an old kernel just faults later
+	for at := 0; at < len(m); at += populateStep {
+		_ = unix.Madvise(m[at:min(at+populateStep, len(m))], unix.MADV_POPULATE_WRITE) // a hint: an old kernel just faults later
 	}
 }
 
@@ -395,20 +392,30 @@ func (f *osFile) populate(off, n int64) {
 // time, so no single call holds the mmap lock or the device for long (a
 // step's writeback is about a millisecond of this machine's disk, which an
 // acknowledgement's fsync may queue behind).
-func (f *osFile) materialize(off, n int64) error {
-	if f.data == nil || off < 0 || n <= 0 || off >= int64(len(f.data)) {
-		return nil
-	}
-	start := off &^ int64(osPageSize-1)
-	end := min(off+n, int64(len(f.data)))
-	for at := start; at < end; at += populateStep {
-		b := f.data[at:min(at+populateStep, end)]
+func (f *osFile) materialize(m []byte) error {
+	m = pageAligned(m)
+	for at := 0; at < len(m); at += populateStep {
+		b := m[at:min(at+populateStep, len(m))]
 		_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE) // a hint (see populate)
 		if err := unix.Msync(b, unix.MS_SYNC); err != nil {
 			return wrapErr("materialize", f.name, err)
 		}
 	}
 	return nil
+}
+
+// pageAligned is m from its first page boundary on (madvise and msync
+// want page-aligned addresses; the partial page before it is the one the
+// writer is filling).
+func pageAligned(m []byte) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	skip := int(-uintptr(unsafe.Pointer(&m[0])) & uintptr(osPageSize-1))
+	if skip >= len(m) {
+		return nil
+	}
+	return m[skip:]
 }
 
 // populateStep bounds one MADV_POPULATE_WRITE call (see populate).

@@ -138,7 +138,8 @@ func TestOSMaterializeWritesExtents(t *testing.T) {
 	f, err := fsys.Create(filepath.Join(t.TempDir(), "seg"), size)
 	must(t, err)
 	defer f.Close()
-	if _, err := f.Map(); err != nil {
+	m, err := f.Map()
+	if err != nil {
 		t.Fatal(err)
 	}
 	fd := int(f.(*osFile).f.Fd())
@@ -148,7 +149,7 @@ func TestOSMaterializeWritesExtents(t *testing.T) {
 	record := []byte("a record appended before the window was materialized")
 	_, err = f.WriteAt(record, 1<<20+100)
 	must(t, err)
-	must(t, Materialize(f, 1<<20, 4<<20))
+	must(t, Materialize(f, m[1<<20:5<<20]))
 	if n := unwrittenBytes(t, fd, 1<<20, 4<<20); n != 0 {
 		t.Errorf("%d bytes of the materialized range still unwritten", n)
 	}
@@ -197,4 +198,28 @@ func unwrittenBytes(t *testing.T, fd int, off, n int64) int64 {
 		}
 	}
 	return total
+}
+
+// TestOSWarmWorkAfterUnmap: the warm work runs off the writer and may
+// outlive the mapping it was handed (a broker stopping unmaps its
+// segments): it must then fail or do nothing, never crash, and never
+// read the file's state (the race detector watches the mapping field).
+func TestOSWarmWorkAfterUnmap(t *testing.T) {
+	f, err := NewOS().Create(filepath.Join(t.TempDir(), "seg"), 4<<20)
+	must(t, err)
+	defer f.Close()
+	m, err := f.Map()
+	must(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Populate(f, m)
+		_ = Materialize(f, m)
+	}()
+	must(t, f.Unmap())
+	<-done
+	Populate(f, m)
+	if err := Materialize(f, m); err == nil {
+		t.Log("msync of the unmapped range succeeded (the addresses were mapped again)")
+	}
 }
