@@ -74,7 +74,8 @@ func Prefault(b []byte) {
 // goroutine appends into the same pages; bytes appended meanwhile may reach
 // the disk early, which promises nothing and breaks nothing. Neither reads
 // f's state, nor touches m's bytes from Go: a file unmapped meanwhile (a
-// broker stopping) only makes the kernel calls fail. It is a no-op for
+// broker stopping) makes the kernel calls fail, or act on whatever was
+// mapped at those addresses since, which they cannot change either. It is a no-op for
 // files not on the OS FS, and returns the first msync error.
 func Materialize(f File, m []byte) error {
 	for {
