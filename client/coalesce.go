@@ -37,7 +37,7 @@ const maxCoalescedBytes = 256 << 10
 // time, the two processes using 1.25 of two cores). Bounded, several
 // batches are in flight at once. 32 KiB cost CPU (more, smaller writes:
 // 0.98x msg/s), 128 KiB rarely applied (1.04x), 64 KiB gave 1.09-1.14x
-// (docs/BENCHMARKS.md, issue 17).
+// on a loaded host and 1.03x on a quiet one (docs/BENCHMARKS.md, issue 17).
 const callerWriteBytes = 64 << 10
 
 // sendPart is the outcome of one coalesced message.

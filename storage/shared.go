@@ -331,7 +331,8 @@ const WarmWindow = 64 << 20
 // warmMapedFileEnable it populates them; under SYNC_FLUSH (Materialize) it
 // populates them and writes them back (vfs.Materialize), so the fsyncs that
 // acknowledgements wait for find written extents, not unwritten ones whose
-// conversion commits the journal in every fsync. The writer runs the work
+// conversion writes extent blocks and the inode (or commits the journal) in
+// every fsync. The writer runs the work
 // off its goroutine: neither changes bytes, so it is safe while the writer
 // appends into the same pages. Writer only.
 func (c *CommitLog) WarmAhead() func() {
