@@ -24,10 +24,18 @@ const (
 // or does not live on the OS FS (Mem files, for instance). Files wrapped by
 // NewFaulty are unwrapped.
 func Advise(f File, a Advice) error {
+	if x := onOS(f); x != nil {
+		return x.advise(a)
+	}
+	return nil
+}
+
+// onOS is the OS FS file under f (unwrapping NewFaulty's), or nil.
+func onOS(f File) *osFile {
 	for {
 		switch x := f.(type) {
 		case *osFile:
-			return x.advise(a)
+			return x
 		case interface{ Unwrap() File }:
 			f = x.Unwrap()
 		default:
@@ -78,16 +86,10 @@ func Prefault(b []byte) {
 // mapped at those addresses since, which they cannot change either. It is a no-op for
 // files not on the OS FS, and returns the first msync error.
 func Materialize(f File, m []byte) error {
-	for {
-		switch x := f.(type) {
-		case *osFile:
-			return x.materialize(m)
-		case interface{ Unwrap() File }:
-			f = x.Unwrap()
-		default:
-			return nil
-		}
+	if x := onOS(f); x != nil {
+		return x.materialize(m)
 	}
+	return nil
 }
 
 // Populate makes the pages under m, a stretch of f's mapping taken while
@@ -98,15 +100,7 @@ func Materialize(f File, m []byte) error {
 // fails). It is a no-op for files not on the OS FS, and on kernels without
 // MADV_POPULATE_WRITE (before 5.14).
 func Populate(f File, m []byte) {
-	for {
-		switch x := f.(type) {
-		case *osFile:
-			x.populate(m)
-			return
-		case interface{ Unwrap() File }:
-			f = x.Unwrap()
-		default:
-			return
-		}
+	if x := onOS(f); x != nil {
+		x.populate(m)
 	}
 }
