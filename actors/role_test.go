@@ -187,3 +187,47 @@ func TestSlaveDialsAtStart(t *testing.T) {
 		t.Fatalf("dialed %s", dialed[0])
 	}
 }
+
+// idConn is a link with an id of its own, for tests that dial more than
+// once.
+type idConn struct {
+	haConn
+	id uint64
+}
+
+func (c *idConn) ID() uint64 { return c.id }
+
+// A link that closes before the writer hears it opened (a master killed
+// as it accepts the slave: the link's haGone reaches the writer before its
+// haDialed) is a failed dial: the slave dials again after the backoff
+// instead of taking the dead link as its own and waiting on it for good.
+func TestSlaveRedialsALinkThatClosedAsItOpened(t *testing.T) {
+	var mu sync.Mutex
+	var links []*idConn
+	env := Env{Dial: func(addr string, h Handler) (Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		c := &idConn{id: uint64(100 + len(links))}
+		links = append(links, c)
+		if len(links) == 1 {
+			h.Disconnected(c) // before Dial returns, so before haDialed
+		}
+		return c, nil
+	}}
+	h := startBrokerEnv(t, vfs.NewMem(), func(c *Config) {
+		c.BrokerRole, c.BrokerID, c.HAMasterAddress = RoleSlave, 1, "127.0.0.1:10912"
+		c.HASendHeartbeatInterval = 100 * time.Millisecond
+	}, env)
+	second := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(links) >= 2 && links[1].lastReport() != nil
+	}
+	if !h.loop.RunUntil(second, 10*time.Second) {
+		s, _ := h.b.v.followerSnapshot()
+		t.Fatalf("the slave did not dial again after its link closed as it opened: %d dials, status %q", len(links), s)
+	}
+	if r := links[0].lastReport(); r != nil {
+		t.Fatalf("the slave reported on the link that had closed: %+v", r)
+	}
+}
