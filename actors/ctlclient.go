@@ -284,6 +284,9 @@ func (a *ctlClientActor) fenceReason(writable bool) string {
 // call puts one request on the link to its controller, dialling it first
 // if needed.
 func (a *ctlClientActor) call(r ctlagent.Request) {
+	if l := a.links[r.To]; l != nil && closed(l) {
+		delete(a.links, r.To) // it closed before its agentDialed arrived: its ctlClosed was dropped
+	}
 	l, ok := a.links[r.To].(caller)
 	if !ok {
 		if _, busy := a.dialing[r.To]; !busy {

@@ -31,11 +31,14 @@ type ctlNet struct {
 	held   map[string][]func()
 	silent atomic.Bool // the controller answers nothing
 	dials  map[string]int
+	// closeOnOpen: this many more dials to the address return a link that
+	// closed before the dial returned (its Disconnected already called).
+	closeOnOpen map[string]int
 }
 
 func newCtlNet() *ctlNet {
 	return &ctlNet{ids: 5000, ends: map[string]Handler{}, mute: map[string]bool{}, hold: map[string]bool{}, held: map[string][]func(){},
-		dials: map[string]int{}}
+		dials: map[string]int{}, closeOnOpen: map[string]int{}}
 }
 
 func (n *ctlNet) listen(addr string, h Handler) {
@@ -62,6 +65,11 @@ func (n *ctlNet) dial(addr string, h Handler) (Conn, error) {
 	client := &pipeLink{net: n, to: addr, from: "client-of-" + addr, id: n.ids, h: h}
 	server := &pipeLink{net: n, to: client.from, from: addr, id: n.ids + 1, h: srv, peer: client}
 	client.peer = server
+	if n.closeOnOpen[addr] > 0 {
+		n.closeOnOpen[addr]--
+		client.closed.Store(true)
+		h.Disconnected(client)
+	}
 	return client, nil
 }
 
@@ -384,6 +392,28 @@ func must(b []byte, err error) []byte {
 
 // The identity is drawn once and kept in the store: the same on a
 // restart, another on another store.
+// A link to the controller that closes before the broker hears it opened
+// (its Disconnected comes before the dial's result, and is dropped) is
+// not written into: the broker's first request dials again at once
+// instead of waiting out the request timeout on the dead link.
+func TestControllerLinkClosedAsItOpened(t *testing.T) {
+	loop := vtime.NewFIFO(testEpoch)
+	net := newCtlNet()
+	newTestController(loop, net, "ctl:9878")
+	net.closeOnOpen["ctl:9878"] = 1
+	start := loop.Now()
+	m := startAt(t, vfs.NewMem(), ctlBroker("b1"), loop, Env{Dial: net.dial})
+	testwait.For(t, loop, 5*time.Second, "b1 master", func() bool { return m.runtime().BrokerRole == RoleSyncMaster })
+	if took := loop.Now().Sub(start); took >= ctlagent.DefaultRequestTimeout {
+		t.Fatalf("the broker became master %v after its start: it waited on the dead link (request timeout %v)", took, ctlagent.DefaultRequestTimeout)
+	}
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	if net.dials["ctl:9878"] < 2 {
+		t.Fatalf("%d dials to the controller, want a second after the first link closed", net.dials["ctl:9878"])
+	}
+}
+
 func TestControllerIdentity(t *testing.T) {
 	fsys := vfs.NewMem()
 	open := func(fs vfs.FS) *storage.Store {

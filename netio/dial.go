@@ -71,7 +71,17 @@ type outConn struct {
 	gone    atomic.Bool
 }
 
-func (c *outConn) ID() uint64         { return c.id }
+func (c *outConn) ID() uint64 { return c.id }
+
+// Closed reports whether the link is closed (or closing). An owner that
+// hears a link opened after it closed (its Disconnected came first) tells
+// the dead link from a live one by this.
+func (c *outConn) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *outConn) RemoteAddr() string { return c.remote }
 
 // Reply implements actors.Conn.
