@@ -285,6 +285,13 @@ func (f *Follower) fenced(m *protocol.HATransferRequest) bool {
 // burst (the link is being closed).
 func (f *Follower) transfer(m *protocol.HATransferRequest) bool {
 	cl := f.st.CommitLog()
+	if len(m.Data) == 0 {
+		// The master's heartbeat: Receive noted that it was heard. It is
+		// not reported on (that would answer a heartbeat with one), and
+		// it moves nothing else: its fields are the master's view of
+		// this link, not bytes to fence or confirm.
+		return true
+	}
 	if f.handshake || f.truncating {
 		f.rd.Close = "a transfer before the epoch handshake ended"
 		return false

@@ -388,3 +388,30 @@ func TestFollowerOtherConnection(t *testing.T) {
 		t.Fatalf("status %q", f.Status())
 	}
 }
+
+// TestFollowerHeartbeat: a transfer of no bytes is the master's heartbeat.
+// It keeps the link (a tick HousekeepingInterval after the last bytes but
+// within it of the heartbeat does not close), it is not reported on (a
+// report would be answered by another heartbeat), and it moves neither the
+// log nor the confirm offset heard.
+func TestFollowerHeartbeat(t *testing.T) {
+	st := openStore(t, smallSeg)
+	f := linked(t, st, 3)
+	hk := folConfig().HousekeepingInterval
+	beat := &protocol.HATransferRequest{Offset: 0, MasterMaxOffset: 5000, Epoch: 4, ConfirmOffset: 5000}
+	f.Receive(t0.Add(hk/2), 3, []protocol.Request{beat})
+	if rd := f.Ready(); len(rd.Sends) != 0 || rd.Appended || rd.Close != "" {
+		t.Fatalf("a heartbeat: %d sends, appended %v, close %q", len(rd.Sends), rd.Appended, rd.Close)
+	}
+	if st.CommitLog().MaxOffset() != 0 || f.HeardConfirm() != 0 {
+		t.Fatalf("a heartbeat moved the log to %d, the confirm heard to %d", st.CommitLog().MaxOffset(), f.HeardConfirm())
+	}
+	f.Tick(t0.Add(hk + 1))
+	if rd := f.Ready(); rd.Close != "" {
+		t.Fatalf("closed %q although the master was heard %v ago", rd.Close, hk/2+1)
+	}
+	f.Tick(t0.Add(hk/2 + hk + 1))
+	if rd := f.Ready(); rd.Close == "" {
+		t.Fatal("kept a link the master was silent on beyond HousekeepingInterval")
+	}
+}

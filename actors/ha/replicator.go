@@ -62,6 +62,8 @@ type peer struct {
 	flushed   int64 // every byte below is fsynced on the slave
 	sent      int64 // next offset to send
 	lastHeard time.Time
+	// streamed: a transfer went to the slave since the last tick.
+	streamed bool
 }
 
 // Replicator is the master's replication core.
@@ -143,6 +145,18 @@ func (r *Replicator) Report(now time.Time, id uint64, addr string, m *protocol.H
 	r.rd.Progress = true
 }
 
+// heartbeat sends a transfer of no bytes to a slave nothing was streamed
+// to since the last tick: an idle master is otherwise silent but for the
+// metadata, and its slave closes a link the master is silent on for
+// haHousekeepingInterval, which may be shorter than the metadata's period.
+// The slave does not report on it, so it is one frame per tick
+// (haSendHeartbeatInterval), and none while bytes stream.
+func (r *Replicator) heartbeat(id uint64, p *peer) {
+	ep, _ := epochAt(r.epochs(), p.sent)
+	r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: r.cl.MaxOffset(),
+		Epoch: ep.Epoch, EpochStartOffset: ep.StartOffset, ConfirmOffset: r.confirm}})
+}
+
 // start checks a new slave's log against the master's and returns where
 // streaming starts, or why the slave is refused.
 func (r *Replicator) start(m *protocol.HAReportRequest) (int64, string) {
@@ -207,7 +221,12 @@ func (r *Replicator) Tick(now time.Time) {
 			r.log.Warn("slave silent too long; closing", "slave", p.addr)
 			r.close(id, "no report within haHousekeepingInterval")
 			delete(r.peers, id)
+			continue
 		}
+		if !p.streamed {
+			r.heartbeat(id, p)
+		}
+		p.streamed = false
 	}
 	r.rd.Progress = true // in-sync counts move with the log's end
 	if len(r.peers) > 0 && now.Sub(r.lastMeta) >= r.cfg.MetadataInterval {
@@ -300,6 +319,7 @@ func (r *Replicator) pump(id uint64, p *peer) {
 		r.rd.Sends = append(r.rd.Sends, Send{Peer: id, Req: &protocol.HATransferRequest{Offset: p.sent, MasterMaxOffset: end,
 			Epoch: ep.Epoch, EpochStartOffset: ep.StartOffset, ConfirmOffset: r.confirm, Data: chunk}})
 		p.sent += int64(len(chunk))
+		p.streamed = true
 	}
 	// The gate counts a copy on the strength of acked: a slave cannot hold
 	// bytes it was never sent, and nothing past the log's end can be sent

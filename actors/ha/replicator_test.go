@@ -432,6 +432,46 @@ func TestTick(t *testing.T) {
 	}
 }
 
+// TestHeartbeat: a tick sends a transfer of no bytes, at the next offset
+// to send and in its epoch, to every slave nothing was streamed to since
+// the previous tick, so that an idle master is heard within
+// haHousekeepingInterval; a slave that was streamed to gets none.
+func TestHeartbeat(t *testing.T) {
+	m := master(t)
+	r := NewReplicator(replConfig(), m.CommitLog(), quiet)
+	connect(t, r, m, t0, 1, 2)
+	end := m.CommitLog().MaxOffset()
+	beats := func(at time.Duration) map[uint64]*protocol.HATransferRequest {
+		r.Tick(t0.Add(at))
+		got := map[uint64]*protocol.HATransferRequest{}
+		for _, s := range r.Ready().Sends {
+			tr, ok := s.Req.(*protocol.HATransferRequest)
+			if !ok || len(tr.Data) != 0 || got[s.Peer] != nil {
+				t.Fatalf("at %v: a tick sent %T (%d bytes) to %d", at, s.Req, len(tr.Data), s.Peer)
+			}
+			got[s.Peer] = tr
+		}
+		return got
+	}
+	hb := beats(time.Second)
+	for _, id := range []uint64{1, 2} {
+		if tr := hb[id]; tr == nil || tr.Offset != end || tr.MasterMaxOffset != end || tr.Epoch != lastEpoch(r.epochs()).Epoch {
+			t.Fatalf("idle slave %d: heartbeat %+v, want one at the log's end %d", id, tr, end)
+		}
+	}
+	fill(t, m, 9, 1, 100)
+	r.Appended()
+	if sends := r.Ready().Sends; len(sends) != 2 {
+		t.Fatalf("an append sent %d requests to two slaves", len(sends))
+	}
+	if hb := beats(2 * time.Second); len(hb) != 0 {
+		t.Fatalf("heartbeats to slaves streamed to since the last tick: %v", hb)
+	}
+	if hb := beats(3 * time.Second); len(hb) != 2 || hb[1].Offset != m.CommitLog().MaxOffset() {
+		t.Fatalf("idle again: heartbeats %v, want two at %d", hb, m.CommitLog().MaxOffset())
+	}
+}
+
 // TestAcked: every slave's acknowledged offset in connection order, and
 // how many are within MaxGapNotInSync of the log's end.
 func TestAcked(t *testing.T) {

@@ -234,6 +234,10 @@ func (c Config) validateCounts(p *problems) {
 	if c.HATransferBatchSize <= 0 {
 		p.add("haTransferBatchSize %d: must be positive", c.HATransferBatchSize)
 	}
+	if c.HASendHeartbeatInterval > 0 && c.HASendHeartbeatInterval >= c.HAHousekeepingInterval {
+		p.add("haSendHeartbeatInterval %d: must be below haHousekeepingInterval (%d), or an idle link is closed between heartbeats",
+			c.HASendHeartbeatInterval, c.HAHousekeepingInterval)
+	}
 	if c.HAMaxGapNotInSync <= 0 {
 		p.add("haMaxGapNotInSync %d: must be positive", c.HAMaxGapNotInSync)
 	}

@@ -91,6 +91,8 @@ func TestValidate(t *testing.T) {
 		{"least pages zero", func(c *Config) { c.FlushCommitLogLeastPages, c.FlushConsumeQueueLeastPages = 0, 0 }, ""},
 		{"ha batch", func(c *Config) { c.HATransferBatchSize = 0 }, "haTransferBatchSize 0"},
 		{"ha gap", func(c *Config) { c.HAMaxGapNotInSync = 0 }, "haMaxGapNotInSync 0"},
+		{"ha heartbeat", func(c *Config) { c.HASendHeartbeatInterval = c.HAHousekeepingInterval },
+			"haSendHeartbeatInterval 20000: must be below haHousekeepingInterval (20000), or an idle link is closed between heartbeats"},
 		{"in sync replicas", func(c *Config) { c.InSyncReplicas = 0 }, "inSyncReplicas 0: must be at least 1"},
 		{"queue nums", func(c *Config) { c.DefaultTopicQueueNums = 0 }, "defaultTopicQueueNums 0"},
 		{"delay level", func(c *Config) { c.MessageDelayLevel = "1s 5x" }, `messageDelayLevel "1s 5x": "5x" is not a delay`},
