@@ -76,6 +76,9 @@ func (c *Core) Applied(index uint64, cmd []byte, res []byte) {
 	}
 	if cm.Op == opElect {
 		delete(c.electing, cm.key())
+		if cm.Origin == c.cfg.Origin {
+			c.electResolved(cm.key(), cm.ID)
+		}
 	}
 	if cm.Origin == c.cfg.Origin {
 		if w, ok := c.pending[cm.ID]; ok {
@@ -135,6 +138,10 @@ func (c *Core) ReadDone(readID uint64) {
 			c.reply(w.reqID, protocol.StatusControllerBrokerMetadataNotExist, "controller: group gone", nil)
 			return
 		}
+		if hb.BrokerID == g.masterID && len(c.elects[g.key]) > 0 {
+			c.reply(w.reqID, protocol.StatusSystemBusy, "controller: an election for this group is in flight; the master's lease is not renewed", nil)
+			return
+		}
 		c.reply(w.reqID, protocol.StatusOK, "", &protocol.ControllerHeartbeatResponse{MasterEpoch: g.masterEpoch, SyncStateSetEpoch: g.setEpoch})
 		return
 	}
@@ -177,6 +184,13 @@ func (c *Core) Dropped(id uint64, read, outcomeUnknown bool) {
 	for k, e := range c.electing {
 		if e.id == id && !outcomeUnknown {
 			delete(c.electing, k)
+		}
+	}
+	if !outcomeUnknown {
+		for k, ids := range c.elects {
+			if ids[id] {
+				c.electResolved(k, id)
+			}
 		}
 	}
 	w, ok := c.pending[id]

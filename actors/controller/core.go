@@ -110,7 +110,14 @@ type Core struct {
 	pending     map[uint64]waiter // proposals, by ID
 	reads       map[uint64]waiter // ReadIndex requests, by ID
 	electing    map[groupKey]inflight
-	out         Ready
+	// elects: every election entry (the scan's or an admin's) this leader
+	// proposed that may still commit, by group. While one may, no answer
+	// renews the group's master's lease: a heartbeat's ReadIndex can be
+	// below the election's entry, and the answer would then let the old
+	// master write on after the new one was elected (the deadline in
+	// electing is for proposing again, not a sign that the entry is gone).
+	elects map[groupKey]map[uint64]bool
+	out    Ready
 }
 
 // waiter is a request waiting for its entry to apply or its read to be
@@ -131,7 +138,8 @@ type inflight struct {
 // It is a follower until Leader says otherwise.
 func NewCore(cfg Config, state *State) *Core {
 	return &Core{cfg: cfg.norm(), state: state, beats: map[groupKey]map[int64]beat{},
-		pending: map[uint64]waiter{}, reads: map[uint64]waiter{}, electing: map[groupKey]inflight{}}
+		pending: map[uint64]waiter{}, reads: map[uint64]waiter{}, electing: map[groupKey]inflight{},
+		elects: map[groupKey]map[uint64]bool{}}
 }
 
 // Ready returns the output since the last call and clears it.
@@ -150,7 +158,21 @@ func (c *Core) propose(now time.Time, cmd *command) uint64 {
 	c.nextID++
 	cmd.Origin, cmd.ID = c.cfg.Origin, c.nextID
 	c.out.Proposals = append(c.out.Proposals, Proposal{ID: c.nextID, Cmd: encodeCommand(cmd)})
+	if cmd.Op == opElect {
+		if c.elects[cmd.key()] == nil {
+			c.elects[cmd.key()] = map[uint64]bool{}
+		}
+		c.elects[cmd.key()][c.nextID] = true
+	}
 	return c.nextID
+}
+
+// electResolved: the election entry id of this leader's applied, or will
+// never commit.
+func (c *Core) electResolved(k groupKey, id uint64) {
+	if delete(c.elects[k], id); len(c.elects[k]) == 0 {
+		delete(c.elects, k)
+	}
 }
 
 // Leader tells the Core whether this node leads, and the leader's address
@@ -168,6 +190,10 @@ func (c *Core) Leader(now time.Time, isLeader bool, leaderAddr string) {
 	c.isLeader = isLeader
 	c.beats = map[groupKey]map[int64]beat{}
 	c.electing = map[groupKey]inflight{}
+	// A leader serves no read before an entry of its own term committed,
+	// and with it every entry before it: an election of an earlier term
+	// that may still commit is applied before any answer of this one.
+	c.elects = map[groupKey]map[uint64]bool{}
 	if isLeader {
 		c.leaderSince = now
 		return

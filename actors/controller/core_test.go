@@ -632,3 +632,52 @@ func TestMasterThatLostItsTail(t *testing.T) {
 		t.Fatalf("restored %+v", in)
 	}
 }
+
+// TestNoLeaseRenewalWhileAnElectionMayCommit: a master's heartbeat that
+// arrives while an election of its group is in the log, uncommitted, is
+// answered without renewing its lease (its ReadIndex may be below the
+// election's entry: the answer would let the old master write on past the
+// new one's election), also after the election's request deadline, when
+// the scan may propose again; once every such entry applied, or was
+// dropped before entering the log, heartbeats renew again.
+func TestNoLeaseRenewalWhileAnElectionMayCommit(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		r := cluster3(t, Config{RequestTimeout: time.Second})
+		r.at(hbTimeout + time.Millisecond)
+		r.beat(2, "b", 1, 0, 0)
+		r.beat(3, "c", 1, 0, 0)
+		r.core.Tick(r.now)
+		rd := r.collect()
+		if len(rd.Proposals) != 1 {
+			t.Fatalf("%d proposals for a silent master, want an election", len(rd.Proposals))
+		}
+		elect := rd.Proposals[0]
+		masterBeat := func() Reply {
+			t.Helper()
+			id := r.send(&protocol.ControllerHeartbeatRequest{GroupRef: gref, BrokerID: 1, BrokerAddr: "a", Epoch: 1})
+			for _, rid := range r.collect().Reads {
+				r.core.ReadDone(rid)
+			}
+			r.collect()
+			return r.replies[id]
+		}
+		if rp := masterBeat(); rp.Status != protocol.StatusSystemBusy {
+			t.Fatalf("dropped=%v: the master's heartbeat with an election in the log: %v %q, want SYSTEM_BUSY", dropped, rp.Status, rp.Remark)
+		}
+		r.at(hbTimeout + 2*time.Second) // past the election's deadline
+		if rp := masterBeat(); rp.Status != protocol.StatusSystemBusy {
+			t.Fatalf("dropped=%v: past the election's deadline: %v %q, want SYSTEM_BUSY", dropped, rp.Status, rp.Remark)
+		}
+		if dropped {
+			r.core.Dropped(elect.ID, false, false)
+		} else {
+			r.commit(elect.Cmd)
+		}
+		rp := masterBeat()
+		hb, _ := rp.Fields.(*protocol.ControllerHeartbeatResponse)
+		want := int32(map[bool]int{false: 2, true: 1}[dropped])
+		if rp.Status != protocol.StatusOK || hb == nil || hb.MasterEpoch != want {
+			t.Fatalf("dropped=%v: the heartbeat after the election resolved: %v %+v, want OK at master epoch %d", dropped, rp.Status, rp.Fields, want)
+		}
+	}
+}

@@ -69,6 +69,11 @@
 //     deposed leader never answers from a stale state, and never renews a
 //     master's lease (the heartbeat itself is recorded at once: an
 //     election counts the silence from the last heartbeat received).
+//     While an election entry this leader proposed for the group may still
+//     commit (proposed, neither applied nor dropped before entering the
+//     log), the master's heartbeat is answered SYSTEM_BUSY: its ReadIndex
+//     may be below the election's entry, and an OK would renew the lease
+//     of a master already being replaced.
 //   - Config.Faults.ElectOutsideSyncStateSet is the simulator's planted bug.
 //
 // Proposals carry Config.Origin and an ID so that the proposing Core knows
