@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -220,19 +221,25 @@ func (osFS) Usage(path string) (Usage, error) {
 
 // osFile is an open host file and its mapping, if any.
 type osFile struct {
-	f      *os.File
-	name   string
-	size   atomic.Int64 // read concurrently by readers of the mapping
-	data   []byte       // exactly what unix.Mmap returned; nil if unmapped
-	mapped bool         // true also for an empty file's (nil) mapping
-	closed bool
+	f    *os.File
+	name string
+	size atomic.Int64 // read concurrently by readers of the mapping
+	// mu orders the changes of the mapping and of closed (Map, Unmap,
+	// Truncate, Close: the owner's) with SyncRange and Sync, which may run
+	// on a background goroutine: a ConsumeQueue's FlushJob still syncing
+	// while the broker's stop closes the store read a mapping being
+	// unmapped (the race detector caught it in the client's tests).
+	mu     sync.Mutex
+	data   []byte // exactly what unix.Mmap returned; nil if unmapped
+	mapped bool   // true also for an empty file's (nil) mapping
+	closed atomic.Bool
 }
 
 func (f *osFile) Name() string { return f.name }
 func (f *osFile) Size() int64  { return f.size.Load() }
 
 func (f *osFile) ReadAt(p []byte, off int64) (int, error) {
-	if f.closed {
+	if f.closed.Load() {
 		return 0, wrapErr("read", f.name, fs.ErrClosed)
 	}
 	n, err := f.f.ReadAt(p, off)
@@ -243,7 +250,7 @@ func (f *osFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *osFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.closed {
+	if f.closed.Load() {
 		return 0, wrapErr("write", f.name, fs.ErrClosed)
 	}
 	if off < 0 {
@@ -263,7 +270,9 @@ func (f *osFile) WriteAt(p []byte, off int64) (int, error) {
 // Map maps the whole file MAP_SHARED, read-write. An empty file maps to a
 // nil slice (mmap rejects a zero length).
 func (f *osFile) Map() ([]byte, error) {
-	if f.closed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
 		return nil, wrapErr("map", f.name, fs.ErrClosed)
 	}
 	if f.mapped {
@@ -286,6 +295,12 @@ func (f *osFile) Map() ([]byte, error) {
 }
 
 func (f *osFile) Unmap() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unmapLocked()
+}
+
+func (f *osFile) unmapLocked() error {
 	if !f.mapped {
 		return nil
 	}
@@ -300,7 +315,9 @@ func (f *osFile) Unmap() error {
 // SyncRange makes [off, off+n) durable: msync(MS_SYNC) of the covering pages
 // of the mapping, or fdatasync when the file is not mapped.
 func (f *osFile) SyncRange(off, n int64) error {
-	if f.closed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
 		return wrapErr("sync range", f.name, fs.ErrClosed)
 	}
 	if off < 0 || n < 0 {
@@ -320,7 +337,9 @@ func (f *osFile) SyncRange(off, n int64) error {
 // Sync msyncs the whole mapping, if any, then fsyncs the file (data, size and
 // metadata).
 func (f *osFile) Sync() error {
-	if f.closed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
 		return wrapErr("sync", f.name, fs.ErrClosed)
 	}
 	if f.data != nil {
@@ -332,7 +351,9 @@ func (f *osFile) Sync() error {
 }
 
 func (f *osFile) Truncate(size int64) error {
-	if f.closed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
 		return wrapErr("truncate", f.name, fs.ErrClosed)
 	}
 	if f.mapped {
@@ -346,16 +367,20 @@ func (f *osFile) Truncate(size int64) error {
 }
 
 func (f *osFile) Close() error {
-	if f.closed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
 		return wrapErr("close", f.name, fs.ErrClosed)
 	}
-	err := f.Unmap()
-	f.closed = true
+	err := f.unmapLocked()
+	f.closed.Store(true)
 	return errors.Join(err, wrapErr("close", f.name, f.f.Close()))
 }
 
 // advise applies madvise to the mapping, if any.
 func (f *osFile) advise(a Advice) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.data == nil {
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -221,5 +223,35 @@ func TestOSWarmWorkAfterUnmap(t *testing.T) {
 	Populate(f, m)
 	if err := Materialize(f, m); err == nil {
 		t.Log("msync of the unmapped range succeeded (the addresses were mapped again)")
+	}
+}
+
+// TestOSSyncRangeDuringClose: a sync on another goroutine (a ConsumeQueue's
+// FlushJob at the broker's stop) and the owner's Close of the same mapped
+// file: the sync either runs on the whole mapping or sees the file closed,
+// never the mapping half gone (an msync of unmapped pages fails with
+// ENOMEM; under -race the unguarded mapping is a reported race).
+func TestOSSyncRangeDuringClose(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 50 {
+		f, err := NewOS().Create(filepath.Join(dir, fmt.Sprint("q", i)), 1<<20)
+		must(t, err)
+		m, err := f.Map()
+		must(t, err)
+		m[0], m[len(m)-1] = 1, 1
+		errs := make(chan error, 1)
+		go func() {
+			var err error
+			for range 20 {
+				if err = f.SyncRange(0, int64(len(m))); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+		must(t, f.Close())
+		if err := <-errs; err != nil && !errors.Is(err, fs.ErrClosed) {
+			t.Fatalf("file %d: a sync racing Close failed with %v, want success or fs.ErrClosed", i, err)
+		}
 	}
 }
