@@ -521,36 +521,44 @@ func (c *conn) enqueueErr(code protocol.Code, start time.Time, err error) error 
 func (c *conn) call(ctx context.Context, req protocol.Request, timeout time.Duration) (*protocol.Frame, error) {
 	code := req.RequestCode()
 	start := time.Now()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	s, err := c.session(ctx)
+	sc, wctx := getSyncCall(ctx, start, timeout)
+	s, err := c.session(wctx)
 	if err != nil {
-		return nil, c.wrapErr(code, start, err)
+		err = c.wrapErr(code, start, err)
+		sc.release(true)
+		return nil, err
 	}
-	pc := &pendingCall{ch: make(chan *protocol.Frame, 1)}
-	opaque, err := s.enqueue(ctx, 0, req, pc)
+	pc := &sc.pc
+	opaque, err := s.enqueue(wctx, 0, req, pc)
 	if err != nil {
-		return nil, c.enqueueErr(code, start, err)
+		err = c.enqueueErr(code, start, err)
+		sc.release(true)
+		return nil, err
 	}
+	var cause error
 	select {
 	case f := <-pc.ch:
+		sc.release(true)
 		return f, nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		s.take(opaque)
-		s.mu.Unlock()
-		return nil, c.wrapErr(code, start, ctx.Err())
+		cause = ctx.Err()
+	case <-sc.timedOut():
+		cause = context.DeadlineExceeded
 	case <-s.done:
 		select { // the response may have come just before the end
 		case f := <-pc.ch:
+			sc.release(true)
 			return f, nil
 		default:
 		}
+		sc.release(false) // still in the dead session's table
 		return nil, c.wrapErr(code, start, s.err)
 	}
+	s.mu.Lock()
+	mine := s.take(opaque) != nil // else the reader has it, and may answer yet
+	s.mu.Unlock()
+	sc.release(mine)
+	return nil, c.wrapErr(code, start, cause)
 }
 
 // callAsync sends req and returns at once; pc.done gets the response frame
