@@ -130,3 +130,49 @@ func BenchmarkDecodeSendInto1KiB(b *testing.B) {
 		}
 	}
 }
+
+// benchBatch is a coalesced batch of n 1 KiB sends, as the client's send
+// coalescing makes them.
+func benchBatch(n int) *SendBatchRequest {
+	s := benchSend()
+	req := &SendBatchRequest{ProducerGroup: s.ProducerGroup, Topic: s.Topic, QueueID: -1, BornTimestamp: s.BornTimestamp}
+	for range n {
+		req.Messages = append(req.Messages, Message{Topic: s.Topic, Properties: s.Properties, Body: s.Body})
+	}
+	return req
+}
+
+// BenchmarkEncodeSendBatch16x1KiB and BenchmarkDecodeSendBatch16x1KiB: a
+// SEND_BATCH of 16 messages (async-256's batches are of that order), per
+// batch.
+func BenchmarkEncodeSendBatch16x1KiB(b *testing.B) {
+	req := benchBatch(16)
+	buf := make([]byte, 0, 32<<10)
+	b.ReportAllocs()
+	b.SetBytes(16 << 10)
+	for b.Loop() {
+		var err error
+		if buf, err = AppendRequest(buf[:0], 1, 0, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeSendBatch16x1KiB(b *testing.B) {
+	frame, err := AppendRequest(nil, 1, 0, benchBatch(16))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := Limits{RawProperties: true} // as the broker decodes
+	b.ReportAllocs()
+	b.SetBytes(16 << 10)
+	for b.Loop() {
+		f, err := DecodeFrame(frame, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeRequest(f, lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

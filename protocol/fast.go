@@ -44,10 +44,7 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 		if err != nil {
 			return err
 		}
-		if rd.isNil() { // nil leaves the zero value, as msgpack does
-			if err := rd.skip(); err != nil {
-				return err
-			}
+		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
 			continue
 		}
 		switch string(key) {
@@ -67,6 +64,55 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 			} else {
 				r.Properties, err = decodeProperties(rd, true)
 			}
+		default:
+			err = rd.skip()
+		}
+		if err != nil {
+			if err = rd.keep(string(key), err); err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// A coalesced batch's header (SEND_BATCH): one per request, but with send
+// coalescing on, every async send goes in one, and msgpack's reflection
+// (with a Validate pass first) was 2 % of the broker's CPU at async-256.
+func (r *SendBatchRequest) appendFieldsMap(b []byte) []byte {
+	b = appendMapHeader(b, 4)
+	b = appendStr(b, "producerGroup")
+	b = appendStr(b, r.ProducerGroup)
+	b = appendStr(b, "topic")
+	b = appendStr(b, r.Topic)
+	b = appendStr(b, "queueId")
+	b = appendInt(b, int64(r.QueueID))
+	b = appendStr(b, "bornTimestamp")
+	return appendInt(b, r.BornTimestamp)
+}
+
+func (r *SendBatchRequest) decodeFieldsMap(rd *reader) error {
+	n, err := rd.mapLen()
+	if err != nil {
+		return err
+	}
+	for range n {
+		key, err := rd.rawStr()
+		if err != nil {
+			return err
+		}
+		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
+			continue
+		}
+		switch string(key) {
+		case "producerGroup":
+			r.ProducerGroup, err = rd.strAs(rd.prevGroup)
+		case "topic":
+			r.Topic, err = rd.strAs(rd.prevTopic)
+		case "queueId":
+			r.QueueID, err = rd.int32()
+		case "bornTimestamp":
+			r.BornTimestamp, err = rd.int64()
 		default:
 			err = rd.skip()
 		}
@@ -99,10 +145,7 @@ func (r *SendResponse) decodeFieldsMap(rd *reader) error {
 		if err != nil {
 			return err
 		}
-		if rd.isNil() {
-			if err := rd.skip(); err != nil {
-				return err
-			}
+		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
 			continue
 		}
 		switch string(key) {

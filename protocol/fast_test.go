@@ -28,7 +28,8 @@ func TestFastFieldsMatchGeneric(t *testing.T) {
 		}
 		resp := &SendResponse{MsgID: "0A000001000027AF0000000000000001", QueueID: int32(pick()), QueueOffset: pick()}
 		pull := &PullResponse{NextBeginOffset: pick(), MinOffset: pick(), MaxOffset: pick(), SuggestWhichBrokerID: pick()}
-		for _, v := range []Fields{req, resp, pull} {
+		batch := &SendBatchRequest{ProducerGroup: "pg", Topic: req.Topic, QueueID: int32(pick()), BornTimestamp: pick()}
+		for _, v := range []Fields{req, resp, pull, batch} {
 			generic, err := appendValue(nil, v)
 			if err != nil {
 				t.Fatal(err)
@@ -45,6 +46,14 @@ func TestFastFieldsMatchGeneric(t *testing.T) {
 		}
 		if got.Topic != req.Topic || got.QueueID != req.QueueID || got.Flag != req.Flag || got.BornTimestamp != req.BornTimestamp || len(got.Properties) != len(req.Properties) {
 			t.Fatalf("decoded %+v, want %+v", got, req)
+		}
+		var gotBatch SendBatchRequest
+		b, _ = msgpack.Marshal(batch)
+		if err := unmarshalFields(b, DefaultLimits(), &gotBatch); err != nil {
+			t.Fatal(err)
+		}
+		if gotBatch.ProducerGroup != batch.ProducerGroup || gotBatch.Topic != batch.Topic || gotBatch.QueueID != batch.QueueID || gotBatch.BornTimestamp != batch.BornTimestamp {
+			t.Fatalf("decoded %+v, want %+v", gotBatch, *batch)
 		}
 	}
 }
