@@ -34,6 +34,9 @@ func (r *SendRequest) appendFieldsMap(b []byte) []byte {
 	return appendPropertiesField(b, r.Properties, r.RawProperties)
 }
 
+// decodeFieldsMap is SEND's, per message without coalescing: its loop is
+// eachField's written out, because the indirect call per field cost 3 % of
+// DecodeSendInto (BenchmarkDecodeSendInto1KiB, 327 -> 337 ns).
 func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 	n, err := rd.mapLen()
 	if err != nil {
@@ -44,9 +47,7 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 		if err != nil {
 			return err
 		}
-		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
-			continue
-		}
+		// The value readers take nil as the zero value (eachField).
 		switch string(key) {
 		case "producerGroup":
 			r.ProducerGroup, err = rd.strAs(rd.prevGroup)
@@ -76,6 +77,49 @@ func (r *SendRequest) decodeFieldsMap(rd *reader) error {
 	return nil
 }
 
+// eachField walks a fields map for a hand-written decoder: field reads the
+// value of one key and steps over keys it does not know. The value readers
+// take nil as the zero value, as msgpack sets a field to zero on nil (also
+// over an earlier duplicate of its key), so no key sees nil apart. A value
+// out of range is kept as the reader's soft error (reader.keep); any other
+// error ends the walk.
+func (rd *reader) eachField(field func(key []byte) error) error {
+	n, err := rd.mapLen()
+	if err != nil {
+		return err
+	}
+	for range n {
+		key, err := rd.rawStr()
+		if err != nil {
+			return err
+		}
+		if err := field(key); err != nil {
+			if err = rd.keep(string(key), err); err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// sendHeader reads key's value if it is one of the fields SEND and
+// SEND_BATCH share (ok); otherwise the key is the caller's.
+func (rd *reader) sendHeader(key []byte, group, topic *string, queueID *int32, born *int64) (ok bool, err error) {
+	switch string(key) {
+	case "producerGroup":
+		*group, err = rd.strAs(rd.prevGroup)
+	case "topic":
+		*topic, err = rd.strAs(rd.prevTopic)
+	case "queueId":
+		*queueID, err = rd.int32()
+	case "bornTimestamp":
+		*born, err = rd.int64()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
 // A coalesced batch's header (SEND_BATCH): one per request, but with send
 // coalescing on, every async send goes in one, and msgpack's reflection
 // (with a Validate pass first) was 2 % of the broker's CPU at async-256.
@@ -92,37 +136,12 @@ func (r *SendBatchRequest) appendFieldsMap(b []byte) []byte {
 }
 
 func (r *SendBatchRequest) decodeFieldsMap(rd *reader) error {
-	n, err := rd.mapLen()
-	if err != nil {
-		return err
-	}
-	for range n {
-		key, err := rd.rawStr()
-		if err != nil {
+	return rd.eachField(func(key []byte) error {
+		if ok, err := rd.sendHeader(key, &r.ProducerGroup, &r.Topic, &r.QueueID, &r.BornTimestamp); ok {
 			return err
 		}
-		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
-			continue
-		}
-		switch string(key) {
-		case "producerGroup":
-			r.ProducerGroup, err = rd.strAs(rd.prevGroup)
-		case "topic":
-			r.Topic, err = rd.strAs(rd.prevTopic)
-		case "queueId":
-			r.QueueID, err = rd.int32()
-		case "bornTimestamp":
-			r.BornTimestamp, err = rd.int64()
-		default:
-			err = rd.skip()
-		}
-		if err != nil {
-			if err = rd.keep(string(key), err); err != nil {
-				return fmt.Errorf("field %q: %w", key, err)
-			}
-		}
-	}
-	return nil
+		return rd.skip()
+	})
 }
 
 func (r *SendResponse) appendFieldsMap(b []byte) []byte {
@@ -136,18 +155,7 @@ func (r *SendResponse) appendFieldsMap(b []byte) []byte {
 }
 
 func (r *SendResponse) decodeFieldsMap(rd *reader) error {
-	n, err := rd.mapLen()
-	if err != nil {
-		return err
-	}
-	for range n {
-		key, err := rd.rawStr()
-		if err != nil {
-			return err
-		}
-		if rd.isNil() { // nil (read) leaves the zero value, as msgpack does
-			continue
-		}
+	return rd.eachField(func(key []byte) (err error) {
 		switch string(key) {
 		case "msgId":
 			r.MsgID, err = rd.str()
@@ -158,13 +166,8 @@ func (r *SendResponse) decodeFieldsMap(rd *reader) error {
 		default:
 			err = rd.skip()
 		}
-		if err != nil {
-			if err = rd.keep(string(key), err); err != nil {
-				return fmt.Errorf("field %q: %w", key, err)
-			}
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // DecodeSendBatchResponse is DecodeResponse(f, lim, r) for the answer to a
@@ -192,15 +195,7 @@ func DecodeSendBatchResponse(f *Frame, lim Limits, r *SendBatchResponse) error {
 }
 
 func (r *SendBatchResponse) decodeFieldsMap(rd *reader) error {
-	n, err := rd.mapLen()
-	if err != nil {
-		return err
-	}
-	for range n {
-		key, err := rd.rawStr()
-		if err != nil {
-			return err
-		}
+	return rd.eachField(func(key []byte) (err error) {
 		switch string(key) {
 		case "queueId":
 			r.QueueID, err = rd.int32()
@@ -211,13 +206,8 @@ func (r *SendBatchResponse) decodeFieldsMap(rd *reader) error {
 		default:
 			err = rd.skip()
 		}
-		if err != nil {
-			if err = rd.keep(string(key), err); err != nil {
-				return fmt.Errorf("field %q: %w", key, err)
-			}
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // strList reads an array of strings (nil: an empty list).

@@ -1,7 +1,5 @@
 package protocol
 
-import "fmt"
-
 // The consumer's hot path: a pull answer, decoded by hand (fieldsCodec for
 // its fields map, decodePullMessages for its body) instead of by msgpack's
 // reflection and a Go map of properties per message, which were most of a
@@ -31,17 +29,7 @@ func (r *PullResponse) appendFieldsMap(b []byte) []byte {
 }
 
 func (r *PullResponse) decodeFieldsMap(rd *reader) error {
-	n, err := rd.mapLen()
-	if err != nil {
-		return err
-	}
-	for range n {
-		key, err := rd.rawStr()
-		if err != nil {
-			return err
-		}
-		// A nil value reads as 0 (reader.int), as msgpack sets an
-		// integer field to zero on nil, also over an earlier duplicate.
+	return rd.eachField(func(key []byte) (err error) {
 		switch string(key) {
 		case "nextBeginOffset":
 			r.NextBeginOffset, err = rd.int64()
@@ -54,13 +42,8 @@ func (r *PullResponse) decodeFieldsMap(rd *reader) error {
 		default:
 			err = rd.skip()
 		}
-		if err != nil {
-			if err = rd.keep(string(key), err); err != nil {
-				return fmt.Errorf("field %q: %w", key, err)
-			}
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // decodePullMessages decodes a pull answer's body: the list of a query
