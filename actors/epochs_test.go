@@ -28,6 +28,12 @@ func (c *haConn) Send(req protocol.Request) {
 	c.sent = append(c.sent, req)
 	c.mu.Unlock()
 }
+func (c *haConn) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed != ""
+}
+
 func (c *haConn) Close(reason string) {
 	c.mu.Lock()
 	c.closed = reason

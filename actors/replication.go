@@ -3,7 +3,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -33,9 +32,6 @@ type haDialed struct {
 	conn Conn
 	err  error
 	gen  int // the follower it was dialled for
-	// down is the link's haHandler.down: set if the link closed before
-	// this report reached the writer.
-	down *atomic.Bool
 }
 
 // haReconnect retries the link.
@@ -48,13 +44,6 @@ type haHandler struct {
 	k      *kit
 	limits protocol.Limits
 	writer func() *actor.PID // the owner
-	// down, on a dialled link (nil on the replication port), is set
-	// before the link's haGone is sent. A link can close before the
-	// writer hears it opened (a master killed as it accepts): that haGone
-	// reaches the writer first, for a link it does not know yet, and is
-	// dropped; without down the writer would then take the dead link as
-	// its own and wait on it for good.
-	down *atomic.Bool
 }
 
 func (h *haHandler) Deliver(in *Inbound) {
@@ -70,12 +59,7 @@ func (h *haHandler) Deliver(in *Inbound) {
 	h.k.send(h.writer(), &haIn{conn: in.Conn, reqs: reqs})
 }
 
-func (h *haHandler) Disconnected(c Conn) {
-	if h.down != nil {
-		h.down.Store(true)
-	}
-	h.k.send(h.writer(), &haGone{conn: c})
-}
+func (h *haHandler) Disconnected(c Conn) { h.k.send(h.writer(), &haGone{conn: c}) }
 
 // replication handles the writer's replication messages.
 func (a *writerActor) replication(ctx actor.Context, msg any) {
@@ -224,10 +208,10 @@ func (a *writerActor) connect(addr string) {
 	}
 	dial, gen, k := a.dialer, a.role.gen, a.k
 	self := a.self
-	h := &haHandler{k: k, limits: a.limits, writer: func() *actor.PID { return self }, down: new(atomic.Bool)}
+	h := &haHandler{k: k, limits: a.limits, writer: func() *actor.PID { return self }}
 	k.io(self, func() any {
 		c, err := dial(addr, h)
-		return &haDialed{conn: c, err: err, gen: gen, down: h.down}
+		return &haDialed{conn: c, err: err, gen: gen}
 	})
 }
 
@@ -238,8 +222,12 @@ func (a *writerActor) dialed(ctx actor.Context, now time.Time, m *haDialed) {
 		}
 		return
 	}
-	if m.err == nil && m.down != nil && m.down.Load() {
-		// Its haGone came first and was dropped; no other will come.
+	if m.err == nil && closed(m.conn) {
+		// A link can close before the writer hears it opened (a master
+		// killed as it accepts): its haGone came first, for a link the
+		// writer did not know yet, and was dropped; no other will come.
+		// A transport closes a link before it reports it gone, so the
+		// link says so itself (as the controller's links do).
 		m.err = errors.New("the link to the master closed as it opened")
 	}
 	var id uint64

@@ -210,7 +210,8 @@ func TestSlaveRedialsALinkThatClosedAsItOpened(t *testing.T) {
 		c := &idConn{id: uint64(100 + len(links))}
 		links = append(links, c)
 		if len(links) == 1 {
-			h.Disconnected(c) // before Dial returns, so before haDialed
+			c.Close("the master went away") // closed, as a transport does, then reported
+			h.Disconnected(c)               // before Dial returns, so before haDialed
 		}
 		return c, nil
 	}}
