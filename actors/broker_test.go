@@ -331,6 +331,57 @@ func TestLongPoll(t *testing.T) {
 	}
 }
 
+// seeingConn is a producer's connection that, when the broker writes an
+// answer to it, runs the work already scheduled (nothing later: no virtual
+// time passes) and records whether that answered the pull op on other.
+type seeingConn struct {
+	*fakeConn
+	other *fakeConn
+	op    uint32
+	seen  []bool // per answer written to this connection
+}
+
+func (c *seeingConn) Reply(r Response) {
+	c.seen = append(c.seen, c.loop.RunUntil(func() bool { return c.other.has(c.op) }, 0))
+	c.fakeConn.Reply(r)
+}
+
+// TestConsumersToldBeforeAnswers: under ASYNC_FLUSH the writer tells the
+// Reput actor of an append before it writes the sends' answers, so that a
+// held pull is answered (on another worker) while the answers are written,
+// not after them (e2e-10k's latency).
+func TestConsumersToldBeforeAnswers(t *testing.T) {
+	h := startBroker(t, vfs.NewMem(), nil)
+	h.ok(h.send(&protocol.CreateTopicRequest{TopicConfig: protocol.TopicConfig{Topic: "t", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}})[0], nil)
+	op := h.send(&protocol.PullRequest{ConsumerGroup: "g", Topic: "t", QueueID: 0, QueueOffset: 0, MaxMsgNums: 8, SuspendTimeoutMillis: 10000})[0]
+	h.loop.Advance(time.Second)
+	if h.conn.has(op) {
+		t.Fatal("pull on an empty queue answered before a message arrived")
+	}
+	pc := &seeingConn{fakeConn: newConn(h.loop), other: h.conn, op: op}
+	pc.id = 2
+	buf, err := protocol.AppendRequest(nil, 1, 0, sendReq("t", 0, "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := protocol.DecodeFrame(buf, protocol.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.b.Deliver(&Inbound{Conn: pc, Frames: []*protocol.Frame{f}})
+	if st := pc.await(t, 1, time.Second).Status; st != protocol.StatusOK {
+		t.Fatalf("send: %v", st)
+	}
+	if len(pc.seen) != 1 || !pc.seen[0] {
+		t.Fatalf("held pull answerable when the send's answer was written: %v; want [true] (the Reput actor told first)", pc.seen)
+	}
+	var pr protocol.PullResponse
+	h.ok(op, &pr)
+	if len(pr.Messages) != 1 {
+		t.Fatalf("held pull: %d messages, want 1", len(pr.Messages))
+	}
+}
+
 // TestSyncFlushNeverAcksUnflushed: with fsync stalled beyond
 // syncFlushTimeout, sends get FLUSH_DISK_TIMEOUT, and with fsync failing they
 // never get OK.

@@ -165,9 +165,15 @@ func (a *writerActor) write(ctx actor.Context, wb *writeBatch) {
 	now := a.k.now()
 	res := a.w.Write(now, a.v.topicsSnapshot(), a.toItems(wb.items))
 	a.published(ctx, res)
+	if res.Stored > 0 {
+		// Consumers first: the Reput actor dispatches (on another worker)
+		// while the answers are written, so a held pull is not answered a
+		// batch's answer writes later than it could be (e2e-10k).
+		a.visible(ctx)
+	}
 	a.answerAll(ctx, wb.items, res.Outcomes)
 	if res.Stored > 0 {
-		a.appended(ctx)
+		a.durable(ctx)
 	}
 	a.prepare()
 }
@@ -303,14 +309,26 @@ func (a *writerActor) refuse(ctx actor.Context, it *sendItem, st protocol.Status
 	a.k.respond(it.request, st, remark, nil)
 }
 
-// appended follows a growth of the log: make it visible to consumers
-// (ASYNC_FLUSH: at once; SYNC_FLUSH: once flushed, which the durability
-// actor says) and hand it to the durability actor (flush, gate, slaves)
-// once this mailbox run's appends are done.
+// appended follows a growth of the log: make it visible to consumers and
+// hand it to the durability actor.
 func (a *writerActor) appended(ctx actor.Context) {
+	a.visible(ctx)
+	a.durable(ctx)
+}
+
+// visible makes a growth of the log visible to consumers: under
+// ASYNC_FLUSH at once; under SYNC_FLUSH once flushed, which the durability
+// actor tells the Reput actor.
+func (a *writerActor) visible(ctx actor.Context) {
 	if a.cfg.FlushDiskType != SyncFlush {
 		ctx.Send(a.p.reput, &logAppended{})
 	}
+}
+
+// durable hands a growth of the log to the durability actor (flush, gate,
+// slaves) once this mailbox run's appends are answered or queued: the
+// waits the answers left (see answer).
+func (a *writerActor) durable(ctx actor.Context) {
 	if len(a.waits) > 0 {
 		// Sends wait for it: at once, as group commit wants the fsync
 		// started (or the gate's admission made) without delay.
