@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wharfmq/wharf/internal/testwait"
 	"github.com/wharfmq/wharf/protocol"
 )
 
@@ -26,6 +27,10 @@ type pipeBroker struct {
 	dials  []string          // "network addr" of every dial
 	sends  []protocol.Status // answers to the next SENDs
 	queues []int32           // queue of every SEND received
+	lists  int               // GET_ALL_TOPIC_CONFIG requests received
+	// holdLists, if set, holds every topic list's answer until it is
+	// closed (the connection goes on answering other requests).
+	holdLists chan struct{}
 }
 
 func newPipeBroker(t *testing.T, sends ...protocol.Status) *pipeBroker {
@@ -50,6 +55,13 @@ func (b *pipeBroker) serve(nc net.Conn) {
 	defer nc.Close()
 	lim := protocol.DefaultLimits()
 	br := bufio.NewReader(nc)
+	var wmu sync.Mutex // held answers are written from goroutines of their own
+	write := func(out []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := nc.Write(out)
+		return err
+	}
 	for {
 		var prefix [4]byte
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
@@ -73,7 +85,19 @@ func (b *pipeBroker) serve(nc net.Conn) {
 		if err != nil {
 			panic(err)
 		}
-		if _, err := nc.Write(out); err != nil {
+		b.mu.Lock()
+		hold := b.holdLists
+		b.mu.Unlock()
+		if hold != nil && f.Code == protocol.CodeGetAllTopicConfig {
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				<-hold
+				_ = write(out) // a closed pipe: the client is gone
+			}()
+			continue
+		}
+		if err := write(out); err != nil {
 			return
 		}
 	}
@@ -98,6 +122,7 @@ func (b *pipeBroker) answer(req protocol.Request) (protocol.Status, string, prot
 		return st, "", &protocol.SendResponse{MsgID: "m", QueueID: r.QueueID, QueueOffset: int64(len(b.queues))}
 	}
 	if req.RequestCode() == protocol.CodeGetAllTopicConfig {
+		b.lists++
 		return protocol.StatusOK, "", &protocol.TopicListResponse{Topics: []protocol.TopicConfig{
 			{Topic: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6},
 		}}
@@ -152,5 +177,46 @@ func TestWithDialerFailure(t *testing.T) {
 	nilConn := func(context.Context, string, string) (net.Conn, error) { return nil, nil }
 	if _, err := NewProducer("in-memory:3", WithDialer(nilConn)); !errors.Is(err, ErrBrokerUnavailable) {
 		t.Errorf("NewProducer with a dialer that returns no connection: %v, want ErrBrokerUnavailable", err)
+	}
+}
+
+// TestFirstSendsShareTheRouteFetch: sends started together on a new
+// producer fetch the topic's route once, not once each.
+func TestFirstSendsShareTheRouteFetch(t *testing.T) {
+	b := newPipeBroker(t)
+	b.holdLists = make(chan struct{})
+	p, err := NewProducer("in-memory:1", WithDialer(b.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx := testCtx(t)
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := p.Send(ctx, msg("T", "x"))
+			errs <- err
+		}()
+	}
+	testwait.For(t, testwait.Wall, 10*time.Second, "every send fetching or waiting for the route", func() bool {
+		b.mu.Lock()
+		lists := b.lists
+		b.mu.Unlock()
+		p.mu.Lock()
+		joined := p.joined
+		p.mu.Unlock()
+		return lists+joined == n
+	})
+	close(b.holdLists)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lists != 1 || len(b.queues) != n {
+		t.Fatalf("%d topic list requests and %d sends for %d sends started together; want 1 and %d", b.lists, len(b.queues), n, n)
 	}
 }

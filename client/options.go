@@ -223,7 +223,9 @@ func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbe
 func WithQueue(q int32) Option { return func(o *options) { o.queue = q } }
 
 // WithRouteTTL sets how long a Producer trusts the write-queue count it read
-// for a topic (default 30 s).
+// for a topic (default 30 s). The sends that find the route unknown or past
+// its TTL together share one fetch of it (a retry after a failure fetches
+// its own).
 func WithRouteTTL(d time.Duration) Option { return func(o *options) { o.routeTTL = d } }
 
 // WithConsumeFrom sets where a PushConsumer starts a queue its group has no

@@ -76,8 +76,10 @@ type Producer struct {
 	mu       sync.Mutex // guards closed, and the send core: table and every Send
 	closed   bool
 	table    *sendpath.Table
-	routeSeq int64     // numbers the route fetches: the routes' versions
-	book     routeBook // orders the name servers' routes
+	routeSeq int64                  // numbers the route fetches: the routes' versions
+	book     routeBook              // orders the name servers' routes
+	fetching map[string]*routeFetch // first attempts' route fetches in flight, by topic
+	joined   int                    // sends waiting for another's fetch (tests)
 
 	wg   sync.WaitGroup // SendAsync goroutines
 	done chan struct{}  // closed by Close
@@ -246,7 +248,7 @@ func (p *Producer) target(ctx context.Context, s *sendpath.Send) (sendpath.Queue
 		if !st.Fetch {
 			return st.To, nil
 		}
-		r, err := p.fetchRoute(ctx, s.Topic())
+		r, err := p.routeFor(ctx, s)
 		if err != nil {
 			return sendpath.QueueRef{Broker: p.defaultBroker(), QueueID: -1}, err
 		}
@@ -263,6 +265,73 @@ func (p *Producer) defaultBroker() string {
 		return ""
 	}
 	return p.c.addr
+}
+
+// routeFetch is one route fetch that first attempts share (routeFor).
+type routeFetch struct {
+	done chan struct{} // closed when r and err are set
+	r    sendpath.Route
+	err  error
+}
+
+// routeFor fetches the route s's attempt needs. First attempts of a topic
+// share one fetch: a producer with many sends in flight when it starts, or
+// when the route passes its TTL, asked the broker for its whole topic list
+// once per send (a few hundred GET_ALL_TOPIC_CONFIG in async-256's first
+// millisecond). A retry fetches on its own, after the failure that made
+// it: a fetch started before that failure may not reflect it. The shared
+// fetch runs on a goroutine of its own, bounded by WithTimeout, so that a
+// send whose ctx ends stops waiting without failing the others.
+func (p *Producer) routeFor(ctx context.Context, s *sendpath.Send) (sendpath.Route, error) {
+	topic := s.Topic()
+	if s.Failures() > 0 {
+		return p.fetchRoute(ctx, topic)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return sendpath.Route{}, ErrClosed
+	}
+	f := p.fetching[topic]
+	if f == nil {
+		f = &routeFetch{done: make(chan struct{})}
+		if p.fetching == nil {
+			p.fetching = map[string]*routeFetch{}
+		}
+		p.fetching[topic] = f
+		p.wg.Add(1)
+		go p.sharedFetch(topic, f)
+	} else {
+		p.joined++
+	}
+	p.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.r, f.err
+	case <-ctx.Done():
+		return sendpath.Route{}, ctx.Err()
+	case <-p.done:
+		return sendpath.Route{}, ErrClosed
+	}
+}
+
+// sharedFetch runs f, a fetch of topic's route that first attempts wait for.
+func (p *Producer) sharedFetch(topic string, f *routeFetch) {
+	defer p.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.timeout)
+	go func() { // Close ends the fetch too
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	f.r, f.err = p.fetchRoute(ctx, topic)
+	cancel()
+	p.mu.Lock()
+	delete(p.fetching, topic)
+	p.mu.Unlock()
+	close(f.done)
 }
 
 // fetchRoute reads topic's write queues from the broker. A topic the
