@@ -112,6 +112,12 @@ func RecordSize(m *Message, storeHost netip.AddrPort) (int, error) {
 	if err := ValidateTopic(m.Topic); err != nil {
 		return 0, err
 	}
+	return recordSizeOfValid(m, storeHost)
+}
+
+// recordSizeOfValid is RecordSize of a message whose topic passed
+// ValidateTopic.
+func recordSizeOfValid(m *Message, storeHost netip.AddrPort) (int, error) {
 	if len(m.Properties) > MaxPropertiesLen {
 		return 0, fmt.Errorf("%w: properties length %d > %d", ErrIllegal, len(m.Properties), MaxPropertiesLen)
 	}

@@ -218,3 +218,28 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func crcIEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
+
+// TestCheckMessageTopics: the CommitLog remembers the last topic that
+// passed its check, and a different one is checked again, whatever came
+// before it.
+func TestCheckMessageTopics(t *testing.T) {
+	s, _ := mustOpen(t, vfs.NewMem(), testConfig("/s"))
+	defer s.Close()
+	cl := s.CommitLog()
+	for i, tc := range []struct {
+		topic string
+		ok    bool
+	}{
+		{"a", true}, {"a/b", false}, {"a", true}, {"a", true}, {"", false},
+		{"a.b", false}, {"b-1", true}, {"b-1/", false}, {strings.Repeat("x", MaxTopicLen+1), false},
+	} {
+		err := cl.CheckMessage(&Message{Topic: tc.topic, Body: []byte("x")})
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrIllegal) {
+			t.Errorf("%d: CheckMessage(topic %q) = %v, want ok %v", i, tc.topic, err, tc.ok)
+		}
+		out, err := s.AppendBatch([]*Message{{Topic: tc.topic, Body: []byte("x")}}, 1, nil)
+		if stored := err == nil && len(out) == 1 && out[0].Err == nil; stored != tc.ok {
+			t.Errorf("%d: AppendBatch(topic %q) stored %v (%v, %+v), want %v", i, tc.topic, stored, err, out, tc.ok)
+		}
+	}
+}

@@ -271,16 +271,11 @@ func (c *CommitLog) NextDirSynced(start int64) {
 }
 
 // CheckMessage reports whether m can be stored (size and field limits),
-// so a writer can reject a whole batch before appending any of it.
+// so a writer can reject a whole batch before appending any of it. Writer
+// only.
 func (c *CommitLog) CheckMessage(m *Message) error {
-	size, err := RecordSize(m, c.storeHost)
-	if err != nil {
-		return err
-	}
-	if size > c.maxMsg {
-		return fmt.Errorf("%w: record of %d bytes exceeds maxMessageSize %d", ErrIllegal, size, c.maxMsg)
-	}
-	return nil
+	_, err := c.recordSize(m)
+	return err
 }
 
 // CleanCommitLog is the CommitLog part of Clean: it deletes expired
