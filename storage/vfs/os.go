@@ -72,18 +72,69 @@ func (osFS) Create(name string, size int64) (File, error) {
 			return nil, fmt.Errorf("vfs: create %s: %d bytes wanted, %d free: %w", name, size, free, ErrNoSpace)
 		}
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, wrapErr("create", name, err)
+	f, err := createWhole(p, size)
+	if errors.Is(err, errNoTmpfile) {
+		f, err = createInPlace(p, size)
 	}
-	if err := reserve(f, size); err != nil {
-		_ = f.Close()
-		_ = os.Remove(p)
+	if err != nil {
 		return nil, wrapErr("create", name, err)
 	}
 	of := &osFile{f: f, name: name}
 	of.size.Store(size)
 	return of, nil
+}
+
+// errNoTmpfile: the directory's file system cannot make an unnamed file
+// (O_TMPFILE) or name one (linkat through /proc): Create makes the file in
+// place.
+var errNoTmpfile = errors.New("no O_TMPFILE")
+
+// createWhole makes the file unnamed in p's directory (O_TMPFILE), reserves
+// its blocks, then gives it the name p (linkat, failing if p exists): the
+// name never shows a file shorter than size. Made in place, a kill between
+// the open and the fallocate left an empty file under the final name, and
+// the store refused to open with a 0-byte CommitLog segment (found by
+// TestE2EHASlaveRestartAndLateJoin: a slave killed as it rolled).
+func createWhole(p string, size int64) (*os.File, error) {
+	fd, err := unix.Open(filepath.Dir(p), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return nil, errNoTmpfile
+		}
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	if err := reserve(f, size); err != nil {
+		_ = f.Close() // an unnamed file: closing frees it
+		return nil, err
+	}
+	proc := fmt.Sprintf("/proc/self/fd/%d", fd)
+	if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, p, unix.AT_SYMLINK_FOLLOW); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.ENOENT) {
+			if _, serr := os.Stat(proc); serr != nil {
+				return nil, errNoTmpfile // no /proc
+			}
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// createInPlace makes the file under its name, then reserves its blocks
+// (removing it if that fails): not atomic under a kill, the fallback of
+// createWhole.
+func createInPlace(p string, size int64) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := reserve(f, size); err != nil {
+		_ = f.Close()
+		_ = os.Remove(p)
+		return nil, err
+	}
+	return f, nil
 }
 
 // reserve gives f exactly size bytes of allocated, zero blocks.

@@ -255,3 +255,36 @@ func TestOSSyncRangeDuringClose(t *testing.T) {
 		}
 	}
 }
+
+// TestOSCreateNameAppearsWhole: while Create reserves a file's blocks the
+// name does not exist yet, so a process killed meanwhile leaves no short
+// file under it (a 0-byte CommitLog segment made the store refuse to open).
+func TestOSCreateNameAppearsWhole(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "00000000000001048576")
+	var during []string
+	withFallocate(t, func(fd int, mode uint32, off, size int64) error {
+		if st, err := os.Stat(name); err == nil {
+			during = append(during, fmt.Sprintf("%d bytes", st.Size()))
+		} else {
+			during = append(during, "absent")
+		}
+		return unix.Fallocate(fd, mode, off, size)
+	})
+	const size = 1 << 20
+	f, err := NewOS().Create(name, size)
+	must(t, err)
+	defer f.Close()
+	if len(during) != 1 || during[0] != "absent" {
+		t.Fatalf("the name during fallocate: %v, want [absent]", during)
+	}
+	if st, err := os.Stat(name); err != nil || st.Size() != size || f.Size() != size {
+		t.Fatalf("after Create: %v, %v, file size %d; want %d bytes", st, err, f.Size(), size)
+	}
+	if _, err := NewOS().Create(name, size); !errors.Is(err, ErrExist) {
+		t.Fatalf("second Create: %v, want ErrExist", err)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Fatalf("%d entries in the directory, want 1", len(names))
+	}
+}
