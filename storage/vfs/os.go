@@ -1,9 +1,11 @@
 // OS file system: real files on the host, preallocated with fallocate and
 // memory-mapped with golang.org/x/sys/unix.
 //
-// A file is created with O_EXCL and its blocks reserved at once (fallocate
-// mode 0, which also sets the size), so a full device is a plain ENOSPC error
-// at creation and never a fatal SIGBUS on a later page fault of the mapping.
+// A file is created unnamed (O_TMPFILE), its blocks reserved at once
+// (fallocate mode 0, which also sets the size), then linked under its name
+// (failing if the name exists), so a full device is a plain ENOSPC error at
+// creation, never a fatal SIGBUS on a later page fault of the mapping, and a
+// kill never leaves a short file under the name.
 // Mappings are MAP_SHARED, PROT_READ|PROT_WRITE over the whole file; the exact
 // slice unix.Mmap returned is kept for Munmap. Durability uses msync(MS_SYNC)
 // on page-aligned ranges of a mapping, fdatasync for unmapped files, and fsync
