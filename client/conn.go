@@ -24,6 +24,9 @@ type conn struct {
 	addr  string
 	o     *options
 	hello func() protocol.Request // heartbeat sent on connect and periodically; may be nil
+	// helloMu holds a hello from its build to its enqueue (see
+	// helloBarrier).
+	helloMu sync.Mutex
 	// onRequest, if set (before the first connect), gets the frames the
 	// broker sends on its own (requests, not responses), from the reader
 	// goroutine: it must not block. Without it they are ignored.
@@ -707,6 +710,8 @@ func (s *session) heartbeat() {
 	if s.c.hello == nil {
 		return
 	}
+	s.c.helloMu.Lock()
+	defer s.c.helloMu.Unlock()
 	req := s.c.hello()
 	var pc *pendingCall
 	if hb, ok := req.(*protocol.HeartbeatRequest); ok && len(hb.ConsumerGroups) > 0 {
@@ -722,6 +727,16 @@ func (s *session) heartbeat() {
 	if err != nil && !s.isDone() && !errors.Is(err, context.Canceled) {
 		s.c.o.logger.Warn("wharf client: heartbeat", "err", err)
 	}
+}
+
+// helloBarrier returns once no heartbeat built before it is still to be
+// queued: a request queued after it goes out after every such heartbeat.
+// A PullConsumer's leave needs it: a heartbeat built while it was still a
+// member and queued after its UNREGISTER_CLIENT made it a member again
+// (until the broker timed it out).
+func (c *conn) helloBarrier() {
+	c.helloMu.Lock()
+	c.helloMu.Unlock() // an empty critical section: the barrier
 }
 
 // heartbeatAnswered reads a member's HEART_BEAT answer for the interval

@@ -141,6 +141,7 @@ func (pc *PullConsumer) leave(r *replicas) {
 		if !liveConn(c) {
 			continue
 		}
+		c.helloBarrier() // leaving is set: later heartbeats name no group
 		if _, err := c.do(ctx, req, nil, pc.o.timeout); err != nil {
 			pc.o.logger.Warn("wharf client: unregister", "group", pc.group, "broker", c.addr, "err", err)
 		}
