@@ -108,6 +108,10 @@ type CommitLog struct {
 	// pass, so a reader that took a slice of their mapping just before the
 	// removal never touches unmapped memory.
 	graveyard []*segment
+
+	// dropped names an unfinished last segment openCommitLog removed ("" if
+	// none), for the recovery report.
+	dropped string
 }
 
 // CommitLogOptions configure a CommitLog.
@@ -136,26 +140,24 @@ func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, err
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: list %s: %w", dir, err)
 	}
+	segNames, err := segmentNames(fsys, dir, names)
+	if err != nil {
+		return nil, err
+	}
 	var segs []*segment
-	for _, name := range names {
-		if strings.HasSuffix(name, preparedSuffix) { // prepared, never adopted
-			if err := fsys.Remove(path.Join(dir, name)); err != nil {
-				return nil, fmt.Errorf("commitlog: remove %s: %w", name, err)
-			}
-			continue
-		}
-		start, err := strconv.ParseInt(name, 10, 64)
-		if err != nil || len(name) != 20 {
-			continue // not a segment (a temp file, say)
-		}
+	for i, name := range segNames {
+		start, _ := strconv.ParseInt(name, 10, 64)
 		f, err := fsys.Open(path.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("commitlog: open segment %s: %w", name, err)
 		}
 		if f.Size() != o.SegmentSize {
-			f.Close()
-			return nil, fmt.Errorf("%w: commitlog segment %s is %d bytes, mappedFileSizeCommitLog is %d (changing the segment size of an existing store is not supported)",
-				ErrCorrupt, name, f.Size(), o.SegmentSize)
+			if err := dropUnfinished(fsys, dir, f, o.SegmentSize, i == len(segNames)-1); err != nil {
+				closeSegments(segs)
+				return nil, err
+			}
+			c.dropped = name
+			break // it was the last
 		}
 		data, err := f.Map()
 		if err != nil {
@@ -175,6 +177,76 @@ func openCommitLog(fsys vfs.FS, dir string, o CommitLogOptions) (*CommitLog, err
 		c.flushed.Store(c.maxOffset.Load())
 	}
 	return c, nil
+}
+
+// segmentNames removes prepared segments that were never adopted and
+// returns the names of dir's segments (20-digit start offsets), in order.
+func segmentNames(fsys vfs.FS, dir string, names []string) ([]string, error) {
+	var segs []string
+	for _, name := range names {
+		if strings.HasSuffix(name, preparedSuffix) { // prepared, never adopted
+			if err := fsys.Remove(path.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("commitlog: remove %s: %w", name, err)
+			}
+			continue
+		}
+		if _, err := strconv.ParseInt(name, 10, 64); err != nil || len(name) != 20 {
+			continue // not a segment (a temp file, say)
+		}
+		segs = append(segs, name)
+	}
+	return segs, nil
+}
+
+// allZero reports whether every byte of f is zero.
+func allZero(f vfs.File) (bool, error) {
+	size := f.Size()
+	buf := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; {
+		n := min(int64(len(buf)), size-off)
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return false, fmt.Errorf("commitlog: read short segment %s: %w", f.Name(), err)
+		}
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return false, nil
+			}
+		}
+		off += n
+	}
+	return true, nil
+}
+
+// dropUnfinished closes f, a segment of the wrong size, and removes it if it
+// is the last segment, shorter than segSize and holds only zeros: a creation
+// cut short by a crash (on a file system where the name appears before the
+// blocks are reserved, or in a store written by a build that created
+// segments that way). It holds no record, so removing it loses nothing: the
+// log ends where the segment before it ends, and the writer creates the next
+// one when it needs it. Any other size mismatch is an error wrapping
+// ErrCorrupt: a short last segment with a non-zero byte may be a segment of
+// another mappedFileSizeCommitLog.
+func dropUnfinished(fsys vfs.FS, dir string, f vfs.File, segSize int64, last bool) error {
+	name, size := path.Base(f.Name()), f.Size()
+	unfinished, err := last && size < segSize, error(nil)
+	if unfinished {
+		unfinished, err = allZero(f)
+	}
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if !unfinished {
+		return fmt.Errorf("%w: commitlog segment %s is %d bytes, mappedFileSizeCommitLog is %d (changing the segment size of an existing store is not supported)",
+			ErrCorrupt, name, size, segSize)
+	}
+	if err := fsys.Remove(path.Join(dir, name)); err != nil {
+		return fmt.Errorf("commitlog: remove unfinished segment %s: %w", name, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("commitlog: remove unfinished segment %s: %w", name, err)
+	}
+	return nil
 }
 
 func closeSegments(segs []*segment) {

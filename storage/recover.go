@@ -25,11 +25,16 @@ type RecoveryReport struct {
 	IndexDiscarded   string     // why a damaged index was dropped, if it was
 	RequestedCut     int64      // where a cut RequestTruncate asked for was made, -1 if none
 	Undispatched     int64      // bytes of log left undispatched (DispatchConfirmedOnly): not known confirmed
+	DroppedSegment   string     // an unfinished last CommitLog segment (short, all zeros) removed, if any
 }
 
 func (r *RecoveryReport) String() string {
-	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d requested_cut=%d undispatched=%d",
-		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut, r.Undispatched)
+	dropped := ""
+	if r.DroppedSegment != "" {
+		dropped = " dropped_unfinished_segment=" + r.DroppedSegment
+	}
+	return fmt.Sprintf("abnormal=%v checkpoint=%s scanned_from=%d end=%d torn_bytes=%d redispatched=%d rebuilt_queues=%d index_rebuilt_from=%d requested_cut=%d undispatched=%d%s",
+		r.Abnormal, r.CheckpointState, r.ScannedFrom, r.TruncatedAt, r.TornBytes, r.Redispatched, len(r.RebuiltQueues), r.IndexRebuiltFrom, r.RequestedCut, r.Undispatched, dropped)
 }
 
 // recovery is one run of recover: what the phases learn and hand on.
@@ -53,7 +58,7 @@ type recovery struct {
 // the index, find where valid data ends and cut the log there, cut or
 // rebuild the queues and the index to match, re-dispatch, persist.
 func (s *Store) recover() (*RecoveryReport, error) {
-	r := &recovery{s: s, rep: &RecoveryReport{IndexRebuiltFrom: -1, RequestedCut: -1}}
+	r := &recovery{s: s, rep: &RecoveryReport{IndexRebuiltFrom: -1, RequestedCut: -1, DroppedSegment: s.cl.dropped}}
 	if err := r.readState(); err != nil {
 		return r.rep, err
 	}

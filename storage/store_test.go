@@ -3,9 +3,11 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"net/netip"
 	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -585,6 +587,81 @@ func TestGetMessagesLimits(t *testing.T) {
 					t.Fatalf("record %d at queue offset %d", i, qo)
 				}
 			}
+		})
+	}
+}
+
+// TestUnfinishedLastSegment: a last CommitLog segment that is shorter than a
+// segment and all zeros is a creation a crash cut short (its name appeared
+// before its blocks); it holds no record, so the store drops it and opens.
+// Any other wrong size is refused as corruption.
+func TestUnfinishedLastSegment(t *testing.T) {
+	cfg := testConfig("/s")
+	seg := cfg.MappedFileSizeCommitLog
+	page := func(b byte) []byte { p := make([]byte, 4096); p[100] = b; return p }
+	cases := []struct {
+		name  string
+		files [][]byte // planted after the last segment, in order
+		ok    bool
+	}{
+		{"an empty last segment", [][]byte{{}}, true},
+		{"a zero-filled short last segment", [][]byte{page(0)}, true},
+		{"a short last segment with data", [][]byte{page(7)}, false},
+		{"an empty segment before a full one", [][]byte{{}, make([]byte, seg)}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			s, _ := mustOpen(t, mem, cfg)
+			all := fill(t, s, 1, 60)
+			end := s.CommitLog().MaxOffset()
+			last := s.CommitLog().segments()
+			next := last[len(last)-1].end()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dir := path.Join(cfg.StorePathRootDir, "commitlog")
+			for i, data := range tc.files {
+				name := path.Join(dir, fmt.Sprintf("%020d", next+int64(i)*seg))
+				f, err := mem.Create(name, int64(len(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt(data, 0); err != nil && len(data) > 0 {
+					t.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			}
+			s, rep, err := Open(mem, cfg)
+			if !tc.ok {
+				if !errors.Is(err, ErrCorrupt) {
+					s.Close()
+					t.Fatalf("open: %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("open: %v (report %v)", err, rep)
+			}
+			defer s.Close()
+			if got := s.CommitLog().MaxOffset(); got != end {
+				t.Fatalf("MaxOffset %d, want %d", got, end)
+			}
+			if want := fmt.Sprintf("%020d", next); rep.DroppedSegment != want || !strings.Contains(rep.String(), "dropped_unfinished_segment="+want) {
+				t.Fatalf("report %v names dropped segment %q, want %q", rep, rep.DroppedSegment, want)
+			}
+			if _, err := mem.Stat(path.Join(dir, fmt.Sprintf("%020d", next))); !errors.Is(err, vfs.ErrNotExist) {
+				t.Fatalf("unfinished segment still there: %v", err)
+			}
+			checkStore(t, s, nil)
+			more := fill(t, s, 2, 60) // the writer creates the segment again
+			if more[len(more)-1].PhyOffset < next || all[0].PhyOffset != 0 {
+				t.Fatalf("appends after reopening end at %d, below %d", more[len(more)-1].PhyOffset, next)
+			}
+			checkStore(t, s, nil)
 		})
 	}
 }

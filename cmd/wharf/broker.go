@@ -185,6 +185,10 @@ func runBrokerOnce(ctx context.Context, c brokerconf.Config, log *slog.Logger, m
 		return false, err
 	}
 	log.Info("store recovered", "took", time.Since(started).Round(time.Millisecond), "report", rep.String())
+	if rep.DroppedSegment != "" {
+		log.Warn("removed an unfinished CommitLog segment (shorter than a segment, all zeros: a creation cut short by a crash; it held no message)",
+			"segment", rep.DroppedSegment)
+	}
 	// Refuse to start rather than forget topics or committed offsets: a
 	// config file damaged along with its backup needs an operator.
 	for name, v := range map[string]any{storage.TopicsFile: &storage.TopicTable{}, storage.ConsumerOffsetsFile: &storage.ConsumerOffsetTable{},
