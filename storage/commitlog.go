@@ -512,16 +512,23 @@ func (c *CommitLog) startRun(out []AppendResult) *appendRun {
 // done keeps the undo log's memory for the next batch.
 func (r *appendRun) done() { r.c.undo = r.undo[:0] }
 
-// next extends the run by n zeroed bytes: the buffer is reused, and what an
-// encoder leaves unwritten (a blank filler's body) must be zeros, as in a
-// fresh segment, or a slave's copy would differ.
+// next extends the run by n bytes, holding what the reused buffer held
+// before: the caller writes every one of them (EncodeRecord does, and
+// asserts it) or clears them (see blank).
 func (r *appendRun) next(n int) []byte {
 	c := r.c
 	at := len(c.wbuf)
 	c.wbuf = slices.Grow(c.wbuf, n)[:at+n]
-	b := c.wbuf[at:]
+	return c.wbuf[at:]
+}
+
+// blank extends the run by a blank filler of n bytes. What EncodeBlank
+// leaves unwritten (the filler's body) must be zeros, as in a fresh
+// segment, or a slave's copy would differ.
+func (r *appendRun) blank(n int) {
+	b := r.next(n)
 	clear(b)
-	return b
+	EncodeBlank(b, n)
 }
 
 // write writes the run into its segment and starts the next run after it.
@@ -551,7 +558,7 @@ func (r *appendRun) roll(off int64) (int64, error) {
 	if r.cur != nil {
 		if off < r.cur.end() { // after recovery the log may end exactly at a segment end
 			n := int(r.cur.end() - off)
-			EncodeBlank(r.next(n), n)
+			r.blank(n)
 			off = r.cur.end()
 		}
 		if err := r.write(); err != nil {

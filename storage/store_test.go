@@ -665,3 +665,43 @@ func TestUnfinishedLastSegment(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsFromAReusedBuffer: the append buffer is reused without being
+// cleared, so every record must be written whole by its encoder: each one
+// read back equals its encoding into a zeroed buffer, after a batch of
+// larger records and with the buffer's spare capacity poisoned.
+func TestRecordsFromAReusedBuffer(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig("/s")
+	s, _ := mustOpen(t, mem, cfg)
+	defer s.Close()
+	big := bytes.Repeat([]byte{0xff}, 3000)
+	if _, err := s.AppendBatch([]*Message{{Topic: "big", Body: big}, {Topic: "big", Body: big}}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.CommitLog()
+	poison := cl.wbuf[:cap(cl.wbuf)]
+	for i := range poison {
+		poison[i] = 0xaa
+	}
+	rng := rand.New(rand.NewSource(7))
+	var msgs []*Message
+	for i := range 6 {
+		msgs = append(msgs, genMessage(rng, "t", int32(i%2), i))
+	}
+	res, err := s.AppendBatch(msgs, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		got, err := cl.Read(r.PhyOffset, int(r.Size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, r.Size)
+		EncodeRecord(want, msgs[i], r.QueueOffset, r.PhyOffset, r.StoreTimestamp, cfg.StoreHost)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("record %d at %d differs from its encoding into a zeroed buffer", i, r.PhyOffset)
+		}
+	}
+}
