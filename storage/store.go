@@ -28,10 +28,10 @@ type Config struct {
 	CheckCRCOnRecover          bool
 	StoreHost                  netip.AddrPort
 	WarmMappedFileEnable       bool // keep a window ahead of the log's end populated (see CommitLog.WarmAhead)
-	// SyncFlush (flushDiskType SYNC_FLUSH) keeps the window ahead of the
-	// log's end written back as well, so group commits fsync written
-	// extents (see CommitLog.WarmAhead).
-	SyncFlush bool
+	// WriteBackAhead keeps the window ahead of the log's end populated
+	// and written back (zeros), so group commits fsync written extents (see
+	// CommitLog.WarmAhead): SYNC_FLUSH's default (syncFlushPrezeroEnable).
+	WriteBackAhead bool
 
 	Retention RetentionPolicy
 
@@ -130,7 +130,7 @@ func Open(fsys vfs.FS, cfg Config) (*Store, *RecoveryReport, error) {
 		MaxMessageSize: cfg.MaxMessageSize,
 		StoreHost:      cfg.StoreHost,
 		Prefault:       cfg.WarmMappedFileEnable,
-		Materialize:    cfg.SyncFlush,
+		Materialize:    cfg.WriteBackAhead,
 		Faults:         cfg.Faults,
 	})
 	if err != nil {

@@ -25,7 +25,7 @@ func TestWarmAheadModes(t *testing.T) {
 		t.Run(fmt.Sprintf("warm=%v/sync=%v", c.warm, c.syncFlush), func(t *testing.T) {
 			cfg := benchConfig(t.TempDir(), 8<<20)
 			cfg.MaxMessageSize = 64 << 10
-			cfg.WarmMappedFileEnable, cfg.SyncFlush = c.warm, c.syncFlush
+			cfg.WarmMappedFileEnable, cfg.WriteBackAhead = c.warm, c.syncFlush
 			s, _ := mustOpen(t, vfs.NewOS(), cfg)
 			defer s.Close()
 			batch := benchMessages(8, 1024, "warm", 2)

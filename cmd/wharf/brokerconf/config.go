@@ -69,7 +69,7 @@ type Config struct {
 	MaxMessageSize int `conf:"maxMessageSize"`
 	// Check every record's CRC when recovering after a crash.
 	CheckCRCOnRecover bool `conf:"checkCRCOnRecover"`
-	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated (MADV_POPULATE_WRITE); off by default: appends write through the page cache and populating only added CPU and ext4 journal stalls.
+	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated (MADV_POPULATE_WRITE); off by default: appends write through the page cache and populating only added CPU and ext4 journal stalls. Under SYNC_FLUSH the window is kept regardless, and written back ahead of the appends (syncFlushPrezeroEnable).
 	WarmMapedFileEnable bool `conf:"warmMapedFileEnable"`
 	// Build the message index used by queries by key and by message id.
 	MessageIndexEnable bool `conf:"messageIndexEnable"`
@@ -105,10 +105,12 @@ type Config struct {
 	FlushConsumeQueueThoroughInterval Millis `conf:"flushConsumeQueueThoroughInterval"`
 	// SYNC_FLUSH: milliseconds a send waits for its fsync before FLUSH_DISK_TIMEOUT.
 	SyncFlushTimeout Millis `conf:"syncFlushTimeout"`
+	// Wharf only, SYNC_FLUSH: keep the 64 MiB ahead of the CommitLog's end written with zeros and flushed, so group-commit fsyncs meet written extents (no journal commit each); the disk then writes every page twice (false: once, with slower fsyncs on ext4 and XFS).
+	SyncFlushPrezeroEnable bool `conf:"syncFlushPrezeroEnable"`
 
 	// SYNC_MASTER: milliseconds a send waits for its slave copies before FLUSH_SLAVE_TIMEOUT.
 	SlaveTimeout Millis `conf:"slaveTimeout"`
-	// Milliseconds between a slave's offset reports to its master when no data flows.
+	// Milliseconds between a slave's offset reports to its master, and between a master's empty transfers to a slave it streams nothing to, when no data flows. Must be below haHousekeepingInterval.
 	HASendHeartbeatInterval Millis `conf:"haSendHeartbeatInterval"`
 	// Milliseconds without traffic after which a master drops a slave connection (and a slave its master's).
 	HAHousekeepingInterval Millis `conf:"haHousekeepingInterval"`
@@ -240,6 +242,7 @@ func Default() Config {
 		FlushConsumeQueueLeastPages:       2,
 		FlushConsumeQueueThoroughInterval: 60_000,
 		SyncFlushTimeout:                  5000,
+		SyncFlushPrezeroEnable:            true,
 
 		SlaveTimeout:                  3000,
 		HASendHeartbeatInterval:       5000,

@@ -152,6 +152,19 @@ func TestMarkdownTableGolden(t *testing.T) {
 	golden(t, "keys.md", MarkdownTable())
 }
 
+// TestOperationsGuideHasTheKeys: section 13 of docs/OPERATIONS.md is the
+// generated table, word for word (it had drifted from the code when edited
+// by hand).
+func TestOperationsGuideHasTheKeys(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "OPERATIONS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(guide), MarkdownTable()) {
+		t.Error("docs/OPERATIONS.md, section 13, is not brokerconf.MarkdownTable()'s output: paste testdata/keys.md there (after go test -update)")
+	}
+}
+
 // TestPropertiesRoundTrip: Parse of Properties gives the same Config back,
 // also for values that need escapes.
 func TestPropertiesRoundTrip(t *testing.T) {

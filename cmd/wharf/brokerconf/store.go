@@ -24,7 +24,7 @@ func (c Config) StoreConfig() storage.Config {
 	sc.MaxIndexNum = c.MaxIndexNum
 	sc.CheckCRCOnRecover = c.CheckCRCOnRecover
 	sc.WarmMappedFileEnable = c.WarmMapedFileEnable
-	sc.SyncFlush = c.FlushDiskType == SyncFlush
+	sc.WriteBackAhead = c.FlushDiskType == SyncFlush && c.SyncFlushPrezeroEnable
 	sc.DispatchConfirmedOnly = c.EnableControllerMode
 	if a, err := netip.ParseAddr(c.BrokerIP1); err == nil && validPort(c.ListenPort) {
 		sc.StoreHost = netip.AddrPortFrom(a, uint16(c.ListenPort))

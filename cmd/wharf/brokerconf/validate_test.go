@@ -163,7 +163,7 @@ diskSpaceWarningLevelRatio=88
 		CheckCRCOnRecover:          false,
 		StoreHost:                  netip.MustParseAddrPort("10.1.2.3:20911"),
 		WarmMappedFileEnable:       false,
-		SyncFlush:                  true,
+		WriteBackAhead:             true,
 		Retention: storage.RetentionPolicy{
 			FileReservedTime:            48 * time.Hour,
 			DeleteWhen:                  []int{4, 16},
@@ -174,6 +174,28 @@ diskSpaceWarningLevelRatio=88
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// TestSyncFlushPrezero: the window ahead is written back under SYNC_FLUSH
+// unless syncFlushPrezeroEnable turns it off, and never under ASYNC_FLUSH.
+func TestSyncFlushPrezero(t *testing.T) {
+	for _, c := range []struct {
+		conf string
+		want bool
+	}{
+		{"flushDiskType=SYNC_FLUSH", true},
+		{"flushDiskType=SYNC_FLUSH\nsyncFlushPrezeroEnable=false", false},
+		{"flushDiskType=ASYNC_FLUSH", false},
+		{"flushDiskType=ASYNC_FLUSH\nsyncFlushPrezeroEnable=true", false},
+	} {
+		conf, _, err := Parse(strings.NewReader(c.conf), "broker.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := conf.StoreConfig().WriteBackAhead; got != c.want {
+			t.Errorf("%q: WriteBackAhead %v, want %v", c.conf, got, c.want)
+		}
 	}
 }
 
