@@ -67,7 +67,7 @@ type CommitLog struct {
 	storeHost netip.AddrPort
 	prefault  bool
 	okTopic   string // the last topic validTopic passed (writer only)
-	// materialize (SYNC_FLUSH): the warm window ahead of the end is also
+	// materialize (SYNC_FLUSH, syncFlushPrezeroEnable): the warm window ahead of the end is also
 	// written back, so its blocks are written extents (see WarmAhead).
 	materialize bool
 
@@ -120,7 +120,7 @@ type CommitLogOptions struct {
 	MaxMessageSize int            // maxMessageSize: largest encoded record
 	StoreHost      netip.AddrPort // written into every record
 	Prefault       bool           // keep a window ahead of the end populated (WarmAhead)
-	Materialize    bool           // and written back: SYNC_FLUSH (WarmAhead)
+	Materialize    bool           // and written back: syncFlushPrezeroEnable (WarmAhead)
 	Faults         Faults
 }
 

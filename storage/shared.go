@@ -316,14 +316,14 @@ func (s *Store) DeleteIndexBefore(minPhy int64) (int, error) {
 // populated. Small enough that the zero pages it dirties are overwritten by
 // real appends before the kernel writes them back (so the disk writes each
 // page once), large enough to stay ahead of a writer at full speed. (With
-// Materialize the window is written back at once: under SYNC_FLUSH the disk
+// Materialize the window is written back at once: the disk
 // writes each page twice, zeros ahead of time and then the records.)
 const WarmWindow = 64 << 20
 
 // WarmAhead returns work that prepares the pages of the next stretch of the
 // log ahead of its end (across the current and the prepared segment), or nil
 // if enough is prepared already or there is nothing to do. With
-// warmMapedFileEnable it populates them; under SYNC_FLUSH (Materialize) it
+// warmMapedFileEnable it populates them; with Materialize (syncFlushPrezeroEnable) it
 // populates them and writes them back (vfs.Materialize), so the fsyncs that
 // acknowledgements wait for find written extents, not unwritten ones whose
 // conversion writes extent blocks and the inode (or commits the journal) in

@@ -30,7 +30,7 @@ type Config struct {
 	WarmMappedFileEnable       bool // keep a window ahead of the log's end populated (see CommitLog.WarmAhead)
 	// WriteBackAhead keeps the window ahead of the log's end populated
 	// and written back (zeros), so group commits fsync written extents (see
-	// CommitLog.WarmAhead): SYNC_FLUSH's default (syncFlushPrezeroEnable).
+	// CommitLog.WarmAhead): SYNC_FLUSH with syncFlushPrezeroEnable.
 	WriteBackAhead bool
 
 	Retention RetentionPolicy

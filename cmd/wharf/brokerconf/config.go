@@ -69,7 +69,7 @@ type Config struct {
 	MaxMessageSize int `conf:"maxMessageSize"`
 	// Check every record's CRC when recovering after a crash.
 	CheckCRCOnRecover bool `conf:"checkCRCOnRecover"`
-	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated (MADV_POPULATE_WRITE); off by default: appends write through the page cache and populating only added CPU and ext4 journal stalls. Under SYNC_FLUSH the window is kept regardless, and written back ahead of the appends (syncFlushPrezeroEnable).
+	// Keep the pages of a 64 MiB window ahead of the CommitLog's end populated (MADV_POPULATE_WRITE); off by default: appends write through the page cache and populating only added CPU and ext4 journal stalls. Under SYNC_FLUSH, syncFlushPrezeroEnable keeps it regardless and writes it back.
 	WarmMapedFileEnable bool `conf:"warmMapedFileEnable"`
 	// Build the message index used by queries by key and by message id.
 	MessageIndexEnable bool `conf:"messageIndexEnable"`
@@ -105,7 +105,7 @@ type Config struct {
 	FlushConsumeQueueThoroughInterval Millis `conf:"flushConsumeQueueThoroughInterval"`
 	// SYNC_FLUSH: milliseconds a send waits for its fsync before FLUSH_DISK_TIMEOUT.
 	SyncFlushTimeout Millis `conf:"syncFlushTimeout"`
-	// Wharf only, SYNC_FLUSH: keep the 64 MiB ahead of the CommitLog's end written with zeros and flushed, so group-commit fsyncs meet written extents (no journal commit each); the disk then writes every page twice (false: once, with slower fsyncs on ext4 and XFS).
+	// Wharf only, SYNC_FLUSH: keep the 64 MiB ahead of the CommitLog's end written with zeros and flushed, so group-commit fsyncs meet written extents; off by default: the disk writes every page twice and the zeros' writeback delays the acknowledgements' fsyncs (SYNC_FLUSH-64's p999 3x) for a few percent of throughput at most.
 	SyncFlushPrezeroEnable bool `conf:"syncFlushPrezeroEnable"`
 
 	// SYNC_MASTER: milliseconds a send waits for its slave copies before FLUSH_SLAVE_TIMEOUT.
@@ -242,7 +242,6 @@ func Default() Config {
 		FlushConsumeQueueLeastPages:       2,
 		FlushConsumeQueueThoroughInterval: 60_000,
 		SyncFlushTimeout:                  5000,
-		SyncFlushPrezeroEnable:            true,
 
 		SlaveTimeout:                  3000,
 		HASendHeartbeatInterval:       5000,

@@ -27,6 +27,7 @@ var zeroDefaults = map[string]bool{
 	"slaveReadEnable":               true, // RocketMQ's default
 	"haSlaveCatchUpFromLastSegment": true, // a new slave copies everything the master retains
 	"warmMapedFileEnable":           true, // RocketMQ's default; appends go through pwrite
+	"syncFlushPrezeroEnable":        true, // zeros ahead cost the fsyncs' tail more than they gain
 }
 
 // TestEveryKeyComplete holds the invariants that keep the keys, flags and

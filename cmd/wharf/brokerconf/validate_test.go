@@ -142,6 +142,7 @@ maxIndexNum=4000
 checkCRCOnRecover=false
 warmMapedFileEnable=false
 flushDiskType=SYNC_FLUSH
+syncFlushPrezeroEnable=true
 fileReservedTime=48
 deleteWhen=04;16
 diskMaxUsedSpaceRatio=70
@@ -178,13 +179,14 @@ diskSpaceWarningLevelRatio=88
 }
 
 // TestSyncFlushPrezero: the window ahead is written back under SYNC_FLUSH
-// unless syncFlushPrezeroEnable turns it off, and never under ASYNC_FLUSH.
+// if syncFlushPrezeroEnable turns it on, and never under ASYNC_FLUSH.
 func TestSyncFlushPrezero(t *testing.T) {
 	for _, c := range []struct {
 		conf string
 		want bool
 	}{
-		{"flushDiskType=SYNC_FLUSH", true},
+		{"flushDiskType=SYNC_FLUSH", false},
+		{"flushDiskType=SYNC_FLUSH\nsyncFlushPrezeroEnable=true", true},
 		{"flushDiskType=SYNC_FLUSH\nsyncFlushPrezeroEnable=false", false},
 		{"flushDiskType=ASYNC_FLUSH", false},
 		{"flushDiskType=ASYNC_FLUSH\nsyncFlushPrezeroEnable=true", false},
