@@ -69,3 +69,14 @@ func BenchmarkQuery(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkKeyHash hashes a UNIQ_KEY (32 hex digits) of a topic, as the
+// Reput does for every message it indexes.
+func BenchmarkKeyHash(b *testing.B) {
+	key := []byte("7F0000014E2018B4AAC2712A3B800000")
+	var sink int32
+	for b.Loop() {
+		sink += KeyHash("TopicTest", key)
+	}
+	_ = sink
+}

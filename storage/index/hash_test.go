@@ -3,6 +3,7 @@ package index
 import (
 	"math"
 	"testing"
+	"unicode/utf16"
 )
 
 func TestJavaHashCode(t *testing.T) {
@@ -82,9 +83,16 @@ func TestKeyHashOfParts(t *testing.T) {
 	for _, tt := range []struct{ topic, key string }{
 		{"", ""}, {"TopicTest", "KEY1"}, {"t", "polygenelubricants"[2:]}, {"T", "é\U0001F600x"},
 		{"ab\xe2\x82", "\xac"}, {"topic", "\xff\xfe"}, {"TopicTest", "order-00000042"},
+		// eight ASCII bytes at a time, with runs cut by multi-byte and invalid bytes
+		{"TopicTest", "7F0000014E2018B4AAC2712A3B800000"}, {"t", "abcdefgh\u00e9abcdefghijklmnop\xffabcdefg"},
+		{"t", "1234567\U0001F600"}, {"", "~~~~~~~~~~~~~~~~"},
 	} {
 		if got, want := KeyHash(tt.topic, []byte(tt.key)), keyHash(KeyOf(tt.topic, tt.key)); got != want {
 			t.Errorf("KeyHash(%q, %q) = %d, keyHash of KeyOf %d", tt.topic, tt.key, got, want)
+		}
+		s := KeyOf(tt.topic, tt.key)
+		if got, want := JavaHashCode(s), javaHashByHand(utf16.Encode([]rune(s))); got != want {
+			t.Errorf("JavaHashCode(%q) = %d, over its UTF-16 units by hand %d", s, got, want)
 		}
 	}
 }
@@ -92,11 +100,28 @@ func TestKeyHashOfParts(t *testing.T) {
 func FuzzKeyHash(f *testing.F) {
 	f.Add("TopicTest", []byte("KEY1"))
 	f.Add("ab\xe2\x82", []byte("\xac\U0001F600"))
+	f.Add("TopicTest", []byte("7F0000014E2018B4AAC2712A3B800000\u00e9xxxxxxxxx"))
 	f.Fuzz(func(t *testing.T, topic string, key []byte) {
 		if got, want := KeyHash(topic, key), keyHash(KeyOf(topic, string(key))); got != want {
 			t.Fatalf("KeyHash(%q, %q) = %d, keyHash of KeyOf %d", topic, key, got, want)
 		}
+		s := KeyOf(topic, string(key))
+		if got, want := JavaHashCode(s), javaHashByHand(utf16.Encode([]rune(s))); got != want {
+			t.Fatalf("JavaHashCode(%q) = %d, over its UTF-16 units by hand %d", s, got, want)
+		}
 	})
+}
+
+// TestPow31: the table of javaHashBytes's eight-byte step is 31^k with
+// 32-bit wrap-around.
+func TestPow31(t *testing.T) {
+	p := uint32(1)
+	for k := range pow31 {
+		if pow31[k] != p {
+			t.Errorf("pow31[%d] = %d, want %d", k, pow31[k], p)
+		}
+		p *= 31
+	}
 }
 
 func TestKeyOf(t *testing.T) {
