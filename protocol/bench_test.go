@@ -176,3 +176,20 @@ func BenchmarkDecodeSendBatch16x1KiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeSendBatchAnswer16 encodes the answer to a coalesced batch
+// of 16 sends, as the broker's writer does for every batch it appends.
+func BenchmarkEncodeSendBatchAnswer16(b *testing.B) {
+	resp := &SendBatchResponse{QueueID: 3, QueueOffset: 1_234_567}
+	for range 16 {
+		resp.MsgIDs = append(resp.MsgIDs, "0A000001000027AF00000000DEADBEEF")
+	}
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendResponse(buf[:0], CodeSendBatchMessage, 1, StatusOK, "", resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -182,8 +182,8 @@ func appendFrameFields(dst []byte, h *Frame, v Fields) ([]byte, error) {
 		mark := len(dst)
 		dst = appendStr(dst, keyFields)
 		fieldsAt := len(dst)
-		if fc, ok := v.(fieldsCodec); ok {
-			dst = fc.appendFieldsMap(dst)
+		if fa, ok := v.(fieldsAppender); ok {
+			dst = fa.appendFieldsMap(dst)
 		} else {
 			var err error
 			if dst, err = appendValue(dst, v); err != nil {

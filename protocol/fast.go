@@ -10,8 +10,15 @@ import "fmt"
 // holds that, and decoding accepts whatever the generic decoder accepts for
 // these fields.
 type fieldsCodec interface {
-	appendFieldsMap(b []byte) []byte
+	fieldsAppender
 	decodeFieldsMap(r *reader) error
+}
+
+// fieldsAppender is a type whose fields map is encoded by hand; decoding
+// may still be generic (SendBatchResponse: its hand-written decoder,
+// DecodeSendBatchResponse, validates the fields first).
+type fieldsAppender interface {
+	appendFieldsMap(b []byte) []byte
 }
 
 func (r *SendRequest) appendFieldsMap(b []byte) []byte {
@@ -168,6 +175,27 @@ func (r *SendResponse) decodeFieldsMap(rd *reader) error {
 		}
 		return err
 	})
+}
+
+// The answer to a coalesced batch: one per batch, and with send coalescing
+// on every async send's answer is one; msgpack's reflection encoding it was
+// 2.3 % of the broker's CPU at async-256. A nil list of ids is msgpack's nil,
+// as the generic encoder writes it.
+func (r *SendBatchResponse) appendFieldsMap(b []byte) []byte {
+	b = appendMapHeader(b, 3)
+	b = appendStr(b, "queueId")
+	b = appendInt(b, int64(r.QueueID))
+	b = appendStr(b, "queueOffset")
+	b = appendInt(b, r.QueueOffset)
+	b = appendStr(b, "msgIds")
+	if r.MsgIDs == nil {
+		return append(b, 0xc0)
+	}
+	b = appendArrayHeader(b, len(r.MsgIDs))
+	for _, id := range r.MsgIDs {
+		b = appendStr(b, id)
+	}
+	return b
 }
 
 // DecodeSendBatchResponse is DecodeResponse(f, lim, r) for the answer to a

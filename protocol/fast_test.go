@@ -29,12 +29,21 @@ func TestFastFieldsMatchGeneric(t *testing.T) {
 		resp := &SendResponse{MsgID: "0A000001000027AF0000000000000001", QueueID: int32(pick()), QueueOffset: pick()}
 		pull := &PullResponse{NextBeginOffset: pick(), MinOffset: pick(), MaxOffset: pick(), SuggestWhichBrokerID: pick()}
 		batch := &SendBatchRequest{ProducerGroup: "pg", Topic: req.Topic, QueueID: int32(pick()), BornTimestamp: pick()}
-		for _, v := range []Fields{req, resp, pull, batch} {
+		batchResp := &SendBatchResponse{QueueID: int32(pick()), QueueOffset: pick()}
+		switch rng.Intn(3) { // nil, empty, or ids (some empty, over 15 for a longer array header)
+		case 1:
+			batchResp.MsgIDs = []string{}
+		case 2:
+			for range rng.Intn(40) {
+				batchResp.MsgIDs = append(batchResp.MsgIDs, resp.MsgID[:rng.Intn(len(resp.MsgID)+1)])
+			}
+		}
+		for _, v := range []Fields{req, resp, pull, batch, batchResp} {
 			generic, err := appendValue(nil, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast := v.(fieldsCodec).appendFieldsMap(nil)
+			fast := v.(fieldsAppender).appendFieldsMap(nil)
 			if !bytes.Equal(generic, fast) {
 				t.Fatalf("%T %+v:\n fast    %x\n generic %x", v, v, fast, generic)
 			}
