@@ -32,6 +32,26 @@ func mustOpen(t testing.TB, fsys vfs.FS, cfg Config) (*Store, *RecoveryReport) {
 	return s, rep
 }
 
+// memStore opens a fresh store under /s on a new Mem FS, closed when the
+// test ends.
+func memStore(t testing.TB) (*Store, Config) {
+	t.Helper()
+	cfg := testConfig("/s")
+	s, _ := mustOpen(t, vfs.NewMem(), cfg)
+	t.Cleanup(func() { s.Close() })
+	return s, cfg
+}
+
+// mustAppend appends msgs as one batch or fails the test.
+func mustAppend(t testing.TB, s *Store, msgs ...*Message) []AppendResult {
+	t.Helper()
+	res, err := s.AppendBatch(msgs, 1, nil)
+	if err != nil {
+		t.Fatalf("append %d messages: %v", len(msgs), err)
+	}
+	return res
+}
+
 // genMessage makes a deterministic message of topic t, queue q.
 func genMessage(rng *rand.Rand, topic string, q int32, seq int) *Message {
 	body := make([]byte, 1+rng.Intn(700))

@@ -488,15 +488,10 @@ func TestFailedAppendWriteStoresNothing(t *testing.T) {
 // held other records' bytes. (A slave's copy of a segment must equal the
 // master's byte for byte; the simulator caught fillers carrying leftovers.)
 func TestSegmentEndFillerIsZeros(t *testing.T) {
-	mem := vfs.NewMem()
-	cfg := testConfig("/s")
-	s, _ := mustOpen(t, mem, cfg)
-	defer s.Close()
+	s, cfg := memStore(t)
 	body := bytes.Repeat([]byte{0xff}, 700)
 	for s.CommitLog().MaxOffset() <= cfg.MappedFileSizeCommitLog {
-		if _, err := s.AppendBatch([]*Message{{Topic: "a", Body: body}, {Topic: "a", Body: body}}, 1, nil); err != nil {
-			t.Fatal(err)
-		}
+		mustAppend(t, s, &Message{Topic: "a", Body: body}, &Message{Topic: "a", Body: body})
 	}
 	// Find the blank record: the first record boundary after which the
 	// next record starts in the second segment.
@@ -671,14 +666,9 @@ func TestUnfinishedLastSegment(t *testing.T) {
 // read back equals its encoding into a zeroed buffer, after a batch of
 // larger records and with the buffer's spare capacity poisoned.
 func TestRecordsFromAReusedBuffer(t *testing.T) {
-	mem := vfs.NewMem()
-	cfg := testConfig("/s")
-	s, _ := mustOpen(t, mem, cfg)
-	defer s.Close()
+	s, cfg := memStore(t)
 	big := bytes.Repeat([]byte{0xff}, 3000)
-	if _, err := s.AppendBatch([]*Message{{Topic: "big", Body: big}, {Topic: "big", Body: big}}, 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	mustAppend(t, s, &Message{Topic: "big", Body: big}, &Message{Topic: "big", Body: big})
 	cl := s.CommitLog()
 	poison := cl.wbuf[:cap(cl.wbuf)]
 	for i := range poison {
