@@ -23,7 +23,7 @@ import (
 
 // spareBursts is the most buffers a connection keeps: as many bursts as
 // the loop reads while the writer still holds the ones before (with 256
-// sends of 1 KiB in flight, about five of 64 KiB). Only as many as were in
+// sends of 1 KiB in flight, a few, the bytes in flight bounding them). Only as many as were in
 // flight at once are ever made: a synchronous producer keeps one.
 const spareBursts = 16
 
@@ -32,7 +32,7 @@ const maxSpareBurst = 1 << 20
 
 // minBurstBuf is the smallest buffer made for a burst of sends; a buffer
 // is made a power of two in size, so that bursts a little larger than the
-// last still fit (gnet reads 64 KiB at a time).
+// last still fit.
 const minBurstBuf = 4 << 10
 
 // burstBufs holds a connection's spare burst buffers. take runs on the

@@ -23,6 +23,17 @@ import (
 // bytes (Options.MaxOutboundBytes).
 const DefaultMaxOutboundBytes = 64 << 20
 
+// readBufferCap is the most an event loop reads from one connection per
+// readable event (gnet's ReadBufferCap; one buffer per loop, not per
+// connection). gnet's default, 64 KiB, is smaller than a coalesced
+// SEND_BATCH (up to 256 KiB of bodies): such a frame took two or more
+// reads and wake-ups, its first part was copied into the connection's
+// inbound ring, and Peek copied the parts together again before the
+// burst's own copy. Read whole, it is copied once. async-256 at 1 KiB:
+// 1.03x msg/s, 0.95x broker CPU per message (6 paired rounds,
+// docs/BENCHMARKS.md, issue 17).
+const readBufferCap = 1 << 20
+
 // Options configures a Server. The zero value of every field but Addr is
 // usable.
 type Options struct {
@@ -173,6 +184,7 @@ func (s *Server) Start() error {
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(gnetLogger),
 		gnet.WithTicker(s.opt.IdleTimeout > 0),
+		gnet.WithReadBufferCap(readBufferCap),
 	}
 	failed := make(chan error, 1)
 	go func() {
