@@ -2,6 +2,7 @@ package flush
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -138,6 +139,30 @@ func TestAsyncChunks(t *testing.T) {
 			if target != s.target || start != s.start || p.Flushing() != s.flushingAfter {
 				t.Fatalf("%s, %s: target %d start %v flushing %v; want %d %v %v", tc.name, s.name, target, start, p.Flushing(), s.target, s.start, s.flushingAfter)
 			}
+		}
+	}
+	// With MaxChunks, an interval's bytes that would make more chunks than
+	// that go in larger ones, fixed at the Tick; fewer keep Chunk.
+	for _, c := range []struct {
+		name           string
+		dirty          int64
+		targets        []int64
+		appendedDuring int64
+	}{
+		{"under MaxChunks chunks: Chunk each", 250, []int64{100, 200, 250}, 0},
+		{"over: a MaxChunks-th each", 1000, []int64{250, 500, 750, 1000}, 0},
+		{"rounded up: never more than MaxChunks", 1001, []int64{251, 502, 753, 1001}, 0},
+		{"appends after the Tick change nothing", 1000, []int64{250, 500, 750, 1000}, 5000},
+	} {
+		p := New(Config{Interval: time.Second, ThoroughInterval: time.Hour, Chunk: 100, MaxChunks: 4}, t0)
+		target, start := p.Tick(t0.Add(time.Second), c.dirty, 0)
+		var got []int64
+		for start {
+			got = append(got, target)
+			target, start = p.Done(c.dirty+c.appendedDuring, target, nil)
+		}
+		if !slices.Equal(got, c.targets) {
+			t.Errorf("%s: targets %v, want %v", c.name, got, c.targets)
 		}
 	}
 	// Without a Chunk one flush covers the tick's end.
